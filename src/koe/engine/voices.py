@@ -1,0 +1,138 @@
+"""Voices: Kokoro's per-voice style tables, English metadata, and weighted blends.
+
+A voice spec is a name (``af_heart``) or a blend (``af_bella(2)+af_sky(1)``, weights default to 1). Names
+are checked against a strict pattern and the loaded set, so a spec can never reach the filesystem as a path.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from koe.engine.assets import VOICE_SUFFIX, pinned_voice_hashes, verify
+from koe.errors import AssetError, VoiceError
+from koe.types import StyleTable
+
+#: Rows × style width of every Kokoro voice table.
+STYLE_ROWS, STYLE_WIDTH = 510, 256
+_VOICE_BYTES = STYLE_ROWS * STYLE_WIDTH * 4
+_NAME = re.compile(r"[a-z]{2}_[a-z0-9]{1,32}")
+_COMPONENT = re.compile(r"(?P<name>[a-z]{2}_[a-z0-9]{1,32})(?:\((?P<weight>[0-9]+(?:\.[0-9]+)?)\))?")
+MAX_BLEND_COMPONENTS = 8
+MAX_SPEC_LENGTH = 200
+_MAX_CACHED_BLENDS = 64  # distinct blends kept resolved; bounded so clients cannot grow memory
+
+AMERICAN = "en-us"
+BRITISH = "en-gb"
+_LANG_BY_PREFIX = {"a": AMERICAN, "b": BRITISH}
+_GENDER_BY_LETTER = {"f": "female", "m": "male"}
+
+ENGLISH_VOICES = (
+    "af_alloy", "af_aoede", "af_bella", "af_heart", "af_jessica", "af_kore", "af_nicole", "af_nova",
+    "af_river", "af_sarah", "af_sky", "am_adam", "am_echo", "am_eric", "am_fenrir", "am_liam", "am_michael",
+    "am_onyx", "am_puck", "am_santa", "bf_alice", "bf_emma", "bf_isabella", "bf_lily", "bm_daniel",
+    "bm_fable", "bm_george", "bm_lewis",
+)  # fmt: skip
+DEFAULT_VOICE = "af_heart"
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceInfo:
+    name: str
+    lang: str
+    gender: str
+
+
+def describe(name: str) -> VoiceInfo:
+    return VoiceInfo(name, _LANG_BY_PREFIX.get(name[0], AMERICAN), _GENDER_BY_LETTER.get(name[1], "unknown"))
+
+
+def parse_blend(spec: str) -> list[tuple[str, float]]:
+    """Split ``a(2)+b(1)`` into normalized ``[(a, 2/3), (b, 1/3)]``; raises ``VoiceError`` on bad syntax."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise VoiceError(f"voice must be a non-empty string like '{DEFAULT_VOICE}', got {spec!r}")
+    if len(spec) > MAX_SPEC_LENGTH:
+        raise VoiceError(f"voice spec is {len(spec)} characters; at most {MAX_SPEC_LENGTH} are allowed")
+    parts = spec.replace(" ", "").split("+")
+    if len(parts) > MAX_BLEND_COMPONENTS:
+        raise VoiceError(f"a blend takes at most {MAX_BLEND_COMPONENTS} voices, got {len(parts)}")
+    components: list[tuple[str, float]] = []
+    for part in parts:
+        match = _COMPONENT.fullmatch(part)
+        if match is None:
+            raise VoiceError(
+                f"malformed voice {part!r} in {spec!r}: expected a name like 'af_bella' or a blend like "
+                "'af_bella(2)+af_sky(1)'"
+            )
+        weight = float(match["weight"] or 1.0)
+        if not math.isfinite(weight) or weight <= 0:
+            raise VoiceError(f"blend weights must be positive numbers, got {match['weight']!r} in {spec!r}")
+        components.append((match["name"], weight))
+    total = sum(weight for _, weight in components)
+    return [(name, weight / total) for name, weight in components]
+
+
+class VoiceBank:
+    """Loaded style tables by name; resolves specs (names and blends) to one table."""
+
+    def __init__(self, tables: Mapping[str, StyleTable]) -> None:
+        if not tables:
+            raise AssetError("no voices loaded")
+        self._tables = dict(tables)
+        self._blends: dict[str, StyleTable] = {}
+
+    @classmethod
+    def load(cls, directory: Path, names: tuple[str, ...] | None = None) -> VoiceBank:
+        """Load ``<name>.bin`` files (510×256 float32); voices koe pins a hash for are verified."""
+        pinned = pinned_voice_hashes()
+        if names is None:
+            names = tuple(
+                sorted(p.name.removesuffix(VOICE_SUFFIX) for p in directory.glob(f"*{VOICE_SUFFIX}"))
+            )
+        tables: dict[str, StyleTable] = {}
+        for name in names:
+            if not _NAME.fullmatch(name):
+                continue  # not a voice (a stray file); names outside the pattern are unreachable
+            path = directory / f"{name}{VOICE_SUFFIX}"
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise AssetError(f"voice {name} is missing at {path}: run `koe install`") from exc
+            if name in pinned:
+                verify(data, pinned[name], f"voice {name} ({path})")
+            if len(data) != _VOICE_BYTES:
+                raise AssetError(f"voice {path} has {len(data)} bytes; a Kokoro voice has {_VOICE_BYTES}")
+            tables[name] = np.frombuffer(data, dtype="<f4").reshape(STYLE_ROWS, 1, STYLE_WIDTH).copy()
+        return cls(tables)
+
+    def names(self) -> list[str]:
+        return sorted(self._tables)
+
+    def info(self) -> list[VoiceInfo]:
+        return [describe(name) for name in self.names()]
+
+    def lang_of(self, spec: str) -> str:
+        """The accent a spec speaks with: its first (heaviest-listed) component's."""
+        return describe(parse_blend(spec)[0][0]).lang
+
+    def resolve(self, spec: str) -> StyleTable:
+        """The style table for a name or blend; raises ``VoiceError`` listing the valid names."""
+        cached = self._blends.get(spec)
+        if cached is not None:
+            return cached
+        components = parse_blend(spec)
+        unknown = [name for name, _ in components if name not in self._tables]
+        if unknown:
+            raise VoiceError(f"unknown voice {unknown[0]!r}; valid voices: {', '.join(self.names())}")
+        if len(components) == 1:
+            return self._tables[components[0][0]]
+        weighted = [self._tables[name] * np.float32(weight) for name, weight in components]
+        blended: StyleTable = np.sum(weighted, axis=0, dtype=np.float32)
+        if len(self._blends) < _MAX_CACHED_BLENDS:
+            self._blends[spec] = blended
+        return blended

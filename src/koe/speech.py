@@ -1,0 +1,125 @@
+"""Text → audio with one loaded model: G2P, token-window chunking, voices and the engine together.
+
+This is what the server's workers, the agent and ``koe say`` share. Loading takes seconds (model, spaCy,
+voices, a warm-up utterance); everything after is thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from koe.engine.assets import (
+    ModelSource,
+    cache_dir,
+    default_voices_dir,
+    download_from_hugging_face,
+    install_voices,
+    local_source,
+)
+from koe.engine.base import Engine, SynthesisRequest
+from koe.engine.onnx import OnnxEngine, OnnxOptions
+from koe.engine.voices import AMERICAN, BRITISH, DEFAULT_VOICE, ENGLISH_VOICES, VoiceBank
+from koe.errors import ConfigError
+from koe.g2p.base import G2P
+from koe.g2p.chunk import split_phonemes
+from koe.g2p.misaki import MisakiG2P
+from koe.types import SAMPLE_RATE, Audio, StyleTable
+
+logger = logging.getLogger(__name__)
+
+MIN_SPEED = 0.5
+MAX_SPEED = 2.0
+LANGS = (AMERICAN, BRITISH)
+_WARMUP_TEXT = "Hello there, this warms the model up."
+
+
+def validate_speed(speed: object) -> float:
+    """A finite speed in [MIN_SPEED, MAX_SPEED]; raises ``ConfigError`` naming the range otherwise."""
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not math.isfinite(speed):
+        raise ConfigError(f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}, got {speed!r}")
+    if not MIN_SPEED <= speed <= MAX_SPEED:
+        raise ConfigError(f"speed must be from {MIN_SPEED} to {MAX_SPEED}, got {speed}")
+    return float(speed)
+
+
+def validate_lang(lang: object) -> str:
+    if lang not in LANGS:
+        raise ConfigError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    return str(lang)
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechOptions:
+    model_dir: Path | None = None  # a local directory with one .onnx and voices (KOE_MODEL_DIR)
+    download: bool = False  # fetch fp32 ONNX + voices from Hugging Face (needs internet)
+    threads: int | None = None  # ONNX Runtime intra-op threads per session
+    graph_optimization: str = "all"
+    voices: tuple[str, ...] = ENGLISH_VOICES
+    warmup: bool = True
+    langs: tuple[str, ...] = field(default=LANGS)
+
+
+def resolve_source(options: SpeechOptions) -> ModelSource:
+    if options.model_dir is not None:
+        return local_source(options.model_dir)
+    if options.download:
+        return download_from_hugging_face(cache_dir() / "hugging-face", list(options.voices))
+    install_voices(list(options.voices))
+    return ModelSource(model_path=None, voices_dir=default_voices_dir())
+
+
+class Speech:
+    """G2P + engine + voices, loaded once and shared by every worker thread."""
+
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, engine: Engine, voices: VoiceBank, g2p: dict[str, G2P]) -> None:
+        self.engine = engine
+        self.voices = voices
+        self._g2p = g2p
+
+    @classmethod
+    def load(cls, options: SpeechOptions | None = None) -> Speech:
+        """Load model, voices and G2P, then synthesize one warm-up sentence so the first request is fast."""
+        options = options or SpeechOptions()
+        started = time.perf_counter()
+        source = resolve_source(options)
+        engine = OnnxEngine(
+            source.model_bytes(),
+            OnnxOptions(threads=options.threads, graph_optimization=options.graph_optimization),
+        )
+        names = None if options.model_dir is not None else options.voices
+        voices = VoiceBank.load(source.voices_dir, names)
+        g2p: dict[str, G2P] = {lang: MisakiG2P(british=lang == BRITISH) for lang in options.langs}
+        speech = cls(engine, voices, g2p)
+        if options.warmup:
+            speech.synthesize(_WARMUP_TEXT, voice=voices.names()[0])
+        logger.info("speech loaded in %.1f s (%d voices)", time.perf_counter() - started, len(voices.names()))
+        return speech
+
+    def phonemize(self, text: str, lang: str = AMERICAN) -> list[str]:
+        """Phoneme pieces of ``text``, each within the model's window; ``[]`` when nothing is speakable."""
+        g2p = self._g2p.get(validate_lang(lang))
+        if g2p is None:
+            raise ConfigError(f"lang {lang} is not loaded; loaded: {', '.join(self._g2p)}")
+        if not text.strip():
+            return []
+        return split_phonemes(g2p.phonemize(text))
+
+    def synthesize_phonemes(self, phonemes: str, style: StyleTable, speed: float = 1.0) -> Audio:
+        return self.engine.synthesize(SynthesisRequest(phonemes, style, validate_speed(speed)))
+
+    def synthesize(
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, lang: str | None = None
+    ) -> Audio:
+        """Whole-text synthesis (no streaming): every piece of ``text`` is spoken, none truncated."""
+        style = self.voices.resolve(voice)
+        pieces = self.phonemize(text, lang or self.voices.lang_of(voice))
+        audio = [self.synthesize_phonemes(piece, style, speed) for piece in pieces]
+        return np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from koe.engine.voices import MAX_BLEND_COMPONENTS, VoiceBank, describe, parse_blend
+from koe.errors import VoiceError
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("af_heart", [("af_heart", 1.0)]),
+        ("af_bella(2)+af_sky(1)", [("af_bella", 2 / 3), ("af_sky", 1 / 3)]),
+        ("af_bella + af_sky", [("af_bella", 0.5), ("af_sky", 0.5)]),
+        ("am_adam(0.25)+bm_george(0.75)", [("am_adam", 0.25), ("bm_george", 0.75)]),
+    ],
+)
+def test_blend_syntax_parses_to_normalized_weights(spec: str, expected: list[tuple[str, float]]) -> None:
+    parsed = parse_blend(spec)
+    assert [name for name, _ in parsed] == [name for name, _ in expected]
+    assert [weight for _, weight in parsed] == pytest.approx([weight for _, weight in expected])
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "",
+        "   ",
+        "af_bella(",
+        "af_bella(0)",
+        "af_bella(-1)+af_sky",
+        "af_bella()+af_sky",
+        "af_bella(2)af_sky",
+        "af_bella++af_sky",
+        "../../etc/passwd",
+        "af_heart/../../secret",
+        "/tmp/af_heart",
+        "AF_HEART",
+        "x" * 500,
+        "+".join(["af_sky"] * (MAX_BLEND_COMPONENTS + 1)),
+    ],
+)
+def test_malformed_or_path_like_specs_are_refused(spec: str) -> None:
+    with pytest.raises(VoiceError):
+        parse_blend(spec)
+
+
+def test_non_string_spec_is_refused() -> None:
+    with pytest.raises(VoiceError, match="non-empty string"):
+        parse_blend(42)  # type: ignore[arg-type]
+
+
+def test_unknown_voice_lists_the_valid_ones(voice_bank: VoiceBank) -> None:
+    with pytest.raises(VoiceError) as caught:
+        voice_bank.resolve("af_nobody")
+    assert "af_nobody" in caught.value.message
+    assert "af_heart" in caught.value.message and "bm_lewis" in caught.value.message
+
+
+def test_blend_is_the_weighted_average_of_tables(voice_bank: VoiceBank) -> None:
+    bella, sky = voice_bank.resolve("af_bella"), voice_bank.resolve("af_sky")
+    blend = voice_bank.resolve("af_bella(2)+af_sky(1)")
+    assert blend.shape == (510, 1, 256) and blend.dtype == np.float32
+    np.testing.assert_allclose(blend, (2 * bella + sky) / 3, rtol=1e-5, atol=1e-6)
+
+
+def test_bank_holds_the_28_english_voices_with_accent_and_gender(voice_bank: VoiceBank) -> None:
+    assert len(voice_bank.names()) == 28
+    assert describe("bf_emma").lang == "en-gb" and describe("bf_emma").gender == "female"
+    assert describe("am_onyx").lang == "en-us" and describe("am_onyx").gender == "male"
+    assert voice_bank.lang_of("bm_george(3)+af_sky") == "en-gb"
