@@ -101,11 +101,11 @@ def _output_format(args: argparse.Namespace) -> str:
 
 def _run_say(args: argparse.Namespace) -> int:
     from koe.audio.encoder import encode_whole
-    from koe.audio.formats import parse_format, validate_sample_rate
+    from koe.audio.formats import check_sample_rate, parse_format
 
     text = args.text if args.text is not None else sys.stdin.read()
     fmt = parse_format(_output_format(args))
-    rate = validate_sample_rate(args.rate)
+    rate = check_sample_rate(fmt, args.rate)
     speech = load_speech(args, warmup=False)
     started = time.perf_counter()
     with _status("synthesizing…"):

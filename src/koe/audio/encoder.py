@@ -1,0 +1,115 @@
+"""Kokoro's 24 kHz float32 audio → the bytes of any `AudioFormat`, streamed or as one file."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from koe.audio.formats import AudioFormat, check_sample_rate, parse_format
+from koe.audio.muxer import Muxer
+from koe.audio.pcm import to_pcm16
+from koe.audio.resample import StreamResampler, resample
+from koe.types import SAMPLE_RATE, Audio
+
+
+class _Drain:
+    """A write-only sink (so FFmpeg writes streaming headers) whose bytes are taken after each call."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def write(self, data: bytes, /) -> int:
+        self._buffer += data
+        return len(data)
+
+    def take(self) -> bytes:
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        return data
+
+
+def _as_mono(chunk: Audio) -> Audio:
+    samples = np.asarray(chunk, dtype=np.float32)
+    if samples.ndim != 1:
+        raise ValueError(f"expected mono audio (a 1-D array); got shape {samples.shape}")
+    return samples
+
+
+class StreamEncoder:
+    """Encodes one stream of Kokoro audio chunk by chunk, returning bytes as soon as the codec has them.
+
+    Input is always 24 kHz float32 mono; when `sample_rate` differs, a `StreamResampler` converts it
+    with state kept across chunks. Concatenating every `encode()` result and the `finish()` result
+    gives one valid stream (WAV with the 0xFFFFFFFF "unknown length" sizes, FLAC with length
+    "unknown"). Synchronous and cheap per call; dropping an encoder without `finish()` is safe.
+
+    Args:
+        fmt: output format (an `AudioFormat` or a name `parse_format` accepts).
+        sample_rate: output rate in Hz, one of `SUPPORTED_SAMPLE_RATES` (Opus: `OPUS_SAMPLE_RATES`).
+
+    Raises:
+        ConfigError: unknown format or a rate the format cannot use.
+    """
+
+    def __init__(self, fmt: AudioFormat | str, sample_rate: int = SAMPLE_RATE) -> None:
+        self.format = parse_format(fmt)
+        self.sample_rate = check_sample_rate(self.format, sample_rate)
+        self._resampler = StreamResampler(SAMPLE_RATE, sample_rate)
+        self._sink = _Drain()
+        self._muxer = None if self.format is AudioFormat.PCM else Muxer(self.format, sample_rate, self._sink)
+        self._finished = False
+
+    def encode(self, chunk: Audio) -> bytes:
+        """Feed the next chunk; returns the bytes that are ready (b"" while the codec fills a frame).
+
+        The first non-empty result of a container format starts with its header.
+
+        Raises:
+            ValueError: `chunk` is not 1-D, or the encoder is finished.
+        """
+        if self._finished:
+            raise ValueError("StreamEncoder.encode() called after finish()")
+        samples = _as_mono(chunk)
+        if samples.size == 0:
+            return b""
+        return self._emit(self._resampler.process(samples))
+
+    def finish(self) -> bytes:
+        """Flush the resampler and the codec and end the stream; later calls return b""."""
+        if self._finished:
+            return b""
+        self._finished = True
+        data = self._emit(self._resampler.flush())
+        if self._muxer is None:
+            return data
+        self._muxer.close()
+        return data + self._sink.take()
+
+    def _emit(self, samples: Audio) -> bytes:
+        if self._muxer is None:
+            return to_pcm16(samples)
+        self._muxer.write(samples)
+        return self._sink.take()
+
+
+def encode_whole(audio: Audio, fmt: AudioFormat | str, sample_rate: int = SAMPLE_RATE) -> bytes:
+    """Encode a complete 24 kHz signal as one file whose headers carry the real length.
+
+    WAV gets its true RIFF/data sizes, FLAC its total sample count and MD5, MP3 a Xing/LAME frame
+    that lets decoders trim the encoder delay exactly.
+
+    Raises:
+        ConfigError: unknown format or a rate the format cannot use.
+        ValueError: `audio` is not 1-D.
+    """
+    out_format = parse_format(fmt)
+    rate = check_sample_rate(out_format, sample_rate)
+    samples = resample(_as_mono(audio), SAMPLE_RATE, rate)
+    if out_format is AudioFormat.PCM:
+        return to_pcm16(samples)
+    file = io.BytesIO()
+    muxer = Muxer(out_format, rate, file)
+    muxer.write(samples)
+    muxer.close()
+    return file.getvalue()
