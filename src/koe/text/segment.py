@@ -1,0 +1,289 @@
+"""Incremental segmenter: cuts a streamed LLM answer into speakable segments as early as is certain.
+
+Policy (docs/text.md has the reasons and examples):
+
+* the first segment of a turn ends at the first sentence end, or at the first clause end (comma,
+  semicolon, colon, dash) once it holds ``first_min_words`` words, so audio starts early without a
+  clipped "Sure," fragment;
+* later segments end at sentence ends; a sentence shorter than ``merge_below_chars`` is merged with the
+  next ones while the whole stays within ``target_chars``;
+* line breaks (list items, headings, paragraphs) always end a segment; fenced code blocks are skipped;
+* no segment is longer than the limit: the caller's hint (:meth:`Segmenter.set_next_limit`) or
+  ``max_chars``.  A longer sentence is cut at its last clause end within the limit, else at a word
+  boundary; the hard ``max_chars`` keeps each segment's phonemes inside Kokoro's 510-token window.
+
+Every cut is taken only once no later character can change it, so the segments do not depend on how the
+text was split into tokens.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+
+from koe.errors import ConfigError
+from koe.text.boundary import Boundary, Kind, Scanner
+from koe.text.normalize import Alignment, normalize
+
+#: misaki makes about 1-1.3 phoneme tokens per English character; 390 characters stay within 510 tokens.
+MAX_SEGMENT_CHARS = 390
+#: A word for the minimum-words rules: a letter/digit run ("it's" is one), or one CJK character.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_WORD = re.compile(rf"[{_CJK}]|(?:(?![{_CJK}])[^\W_])+(?:['’](?:(?![{_CJK}])[^\W_])+)*")
+_CJK_CHAR = re.compile(rf"[{_CJK}]")
+#: What a segment never starts with: space, and punctuation left over from the previous sentence's end.
+_LEADING = re.compile(r"[\s”’)\]}»」』）】.!?…。！？｡,;:，；：、]*")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmenterOptions:
+    """How the segmenter cuts; every length is in characters of the source text.
+
+    Attributes:
+        first_min_words: the first segment may end at a clause boundary once it has this many words;
+            also the fewest words a cut inside a sentence leaves in a segment.
+        merge_below_chars: a later sentence shorter than this is merged with the next one(s).
+        target_chars: merged sentences stay within this length.
+        max_chars: hard maximum of a segment (at most :data:`MAX_SEGMENT_CHARS`).
+    """
+
+    first_min_words: int = 3
+    merge_below_chars: int = 20
+    target_chars: int = 100
+    max_chars: int = 300
+
+    def __post_init__(self) -> None:
+        if self.first_min_words < 1:
+            raise ConfigError(f"expected first_min_words >= 1, got {self.first_min_words}")
+        if not 1 <= self.merge_below_chars <= self.target_chars <= self.max_chars <= MAX_SEGMENT_CHARS:
+            raise ConfigError(
+                "expected 1 <= merge_below_chars <= target_chars <= max_chars <= "
+                f"{MAX_SEGMENT_CHARS}, got {self.merge_below_chars}, {self.target_chars}, {self.max_chars}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One speakable piece of a turn.
+
+    Attributes:
+        text: the original characters, ``turn_text[source_span[0]:source_span[1]]``.
+        spoken_text: the normalized text for G2P (never empty: unspeakable pieces are not emitted).
+        source_span: ``[start, end)`` offsets into the turn's full text as fed.
+        index: 0-based position among the turn's segments.
+        is_first: the turn's first segment (cut by the first-clause rule).
+        alignment: for each character of ``spoken_text``, its span in the turn's text; use
+            ``alignment.source_span(start, end)`` to find where a spoken word came from.
+    """
+
+    text: str
+    spoken_text: str
+    source_span: tuple[int, int]
+    index: int
+    is_first: bool
+    alignment: Alignment = field(repr=False)
+
+
+@dataclass(slots=True)
+class _Window:
+    """The limits that apply to the segment being cut, and where it starts."""
+
+    start: int
+    first: bool
+    limit: int
+    target: int
+
+
+class Segmenter:
+    """Feeds on a turn's text piece by piece and returns each segment once its end is certain.
+
+    Not thread-safe; one per turn stream.  Pure: no I/O, no clock, so cancelling a caller between calls
+    is always safe (:meth:`reset` starts the next turn).
+    """
+
+    def __init__(self, options: SegmenterOptions | None = None) -> None:
+        self._options = options or SegmenterOptions()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the current turn and its limit; the next text starts a new turn (offsets from 0)."""
+        self._scanner = Scanner()
+        self._hint: int | None = None
+        self._candidates: list[Boundary] = []
+        self._start = 0  # where the unsegmented text begins (absolute)
+        self._index = 0
+        self._final = False
+
+    def set_next_limit(self, max_chars: int | None) -> None:
+        """Bound the length of the segments cut from now on (None: back to the default policy).
+
+        The session raises it as the listener's queued audio grows, so segments start short and grow.
+        It is clamped to ``max_chars``; sentences that fit are still cut at their ends.
+
+        Raises:
+            ConfigError: ``max_chars`` is below 1.
+        """
+        if max_chars is not None and max_chars < 1:
+            raise ConfigError(f"expected a segment limit >= 1 character or None, got {max_chars}")
+        self._hint = max_chars
+
+    def feed(self, text: str) -> list[Segment]:
+        """Add LLM output (any piece: a character, a token, a paragraph) and return the segments now certain.
+
+        Raises:
+            ConfigError: called after :meth:`flush` without :meth:`reset`.
+        """
+        if self._final:
+            raise ConfigError("expected reset() before feeding a new turn, got feed() after flush()")
+        self._scanner.feed(text)
+        return self._advance()
+
+    def flush(self) -> list[Segment]:
+        """End of the turn: return the rest of the text as segments.  Idempotent until :meth:`reset`."""
+        if self._final:
+            return []
+        self._final = True
+        return self._advance()
+
+    def _advance(self) -> list[Segment]:
+        self._candidates.extend(self._scanner.scan(self._final))
+        out: list[Segment] = []
+        while (cut := self._next_cut()) is not None:
+            start, end, resume = cut
+            segment = self._make(start, end)
+            if segment is not None:
+                out.append(segment)
+            self._start = resume
+            self._scanner.release(resume)
+        return out
+
+    def _window(self) -> _Window | None:
+        """Where the next segment starts (past code blocks and leftover punctuation); None: unknown."""
+        while True:
+            start = self._scanner.match_end(_LEADING, self._start)
+            if start == self._scanner.end:
+                return None
+            while self._candidates and self._candidates[0].end <= start:
+                stale = self._candidates.pop(0)
+                if stale.kind is Kind.SKIP and stale.end == start:
+                    self._start = stale.resume
+                    break
+            else:
+                limit = min(self._hint or self._options.max_chars, self._options.max_chars)
+                return _Window(start, self._index == 0, limit, min(self._options.target_chars, limit))
+
+    def _next_cut(self) -> tuple[int, int, int] | None:
+        """The next segment's ``(start, end, resume)`` if it is certain now, else None."""
+        window = self._window()
+        if window is None:
+            return None
+        a, opts = window.start, self._options
+        settled = self._scanner.end + 1 if self._final else self._scanner.settled
+        candidates = list(self._candidates)
+        if self._final:
+            candidates.append(Boundary(self._scanner.end, Kind.HARD, self._scanner.end))
+        merged: int | None = None  # end of short sentences being merged
+        clause: int | None = None  # last clause end within the limit that leaves enough words
+        overflow: int | None = None  # first usable end past the limit, in case the limit cannot be kept
+        for b in candidates:
+            length = b.end - a
+            if length > window.limit:
+                overflow = self._first_usable(a, b, candidates)
+                break
+            if merged is not None and length > window.target and b.kind >= Kind.SENTENCE:
+                return a, merged, merged
+            if b.kind >= Kind.HARD:
+                return a, b.end, b.resume
+            enough = self._words(a, b.end) >= opts.first_min_words
+            if b.kind is Kind.SENTENCE:
+                if window.first or length >= opts.merge_below_chars:
+                    return a, b.end, b.resume
+                merged = b.end
+            elif enough and window.first:
+                return a, b.end, b.resume
+            elif enough:
+                clause = b.end
+        if merged is not None and settled > a + window.target:
+            return a, merged, merged
+        if settled <= a + window.limit:
+            return None
+        if clause is not None:
+            return a, clause, clause
+        bound = next((b.end for b in candidates if b.kind >= Kind.HARD), None)
+        word = self._word_cut(a, window.limit, settled, bound, overflow)
+        return None if word is None else (a, word, word)
+
+    def _first_usable(self, a: int, first: Boundary, candidates: list[Boundary]) -> int | None:
+        """The first sentence end, line break or enough-words clause end from ``first`` on."""
+        for b in candidates[candidates.index(first) :]:
+            if b.end - a > self._options.max_chars:
+                return None
+            if b.kind >= Kind.SENTENCE or self._words(a, b.end) >= self._options.first_min_words:
+                return b.end
+        return None
+
+    def _words(self, start: int, end: int) -> int:
+        return len(_WORD.findall(self._scanner.text(start, end)))
+
+    def _word_cut(
+        self, a: int, limit: int, settled: int, bound: int | None, overflow: int | None
+    ) -> int | None:
+        """Cut a segment that has no usable boundary within ``limit`` at a word boundary, never mid-word.
+
+        The last word boundary within the limit that leaves ``first_min_words`` words; else whichever
+        comes first of the next such word boundary and ``overflow``; else the last word boundary before
+        the hard maximum or the next line break.  A "word" longer than ``max_chars`` (a pasted blob, not
+        speech) is cut at ``max_chars``.
+
+        Args:
+            settled: text before it is scanned.
+            bound: the next line break or block (a segment never crosses it), if known.
+            overflow: the first sentence or clause end past the limit, if known.
+        """
+        stop = a + self._options.max_chars
+        if bound is not None:
+            stop = min(stop, bound)
+        known = min(stop, settled - 1)  # the last position whose character is known
+        text = self._scanner.text(a, known + 1)
+        cuts = [a + i for i in range(1, len(text)) if _is_word_break(text, i)]
+        if bound == stop and (not cuts or cuts[-1] != stop):
+            cuts.append(stop)
+        word_starts = [a + m.start() for m in _WORD.finditer(text)]
+        need = self._options.first_min_words
+        enough = [c for c in cuts if bisect.bisect_left(word_starts, c) >= need]
+        within = [c for c in enough if c <= a + limit]
+        if within:
+            return within[-1]
+        beyond = [c for c in (enough[0] if enough else None, overflow) if c is not None]
+        if beyond:
+            return min(beyond)
+        if known < stop:
+            return None
+        return cuts[-1] if cuts else stop
+
+    def _make(self, start: int, end: int) -> Segment | None:
+        """The segment ``[start, end)`` with its spoken form, or None if nothing in it is speakable."""
+        text = self._scanner.text(start, end).rstrip()
+        normalized = normalize(text)
+        if not normalized.spoken:
+            return None
+        segment = Segment(
+            text=text,
+            spoken_text=normalized.spoken,
+            source_span=(start, start + len(text)),
+            index=self._index,
+            is_first=self._index == 0,
+            alignment=normalized.alignment.shifted(start),
+        )
+        self._index += 1
+        return segment
+
+
+def _is_word_break(text: str, i: int) -> bool:
+    """Whether cutting ``text`` before index ``i`` splits no word: at a space, or next to a CJK character."""
+    if text[i].isspace():
+        return not text[i - 1].isspace()
+    if text[i - 1].isspace():
+        return False
+    return bool(_CJK_CHAR.match(text[i]) or _CJK_CHAR.match(text[i - 1]))
