@@ -29,6 +29,7 @@ from koe.errors import ConfigError
 from koe.g2p.base import G2P
 from koe.g2p.chunk import split_phonemes
 from koe.g2p.misaki import MisakiG2P
+from koe.text.segment import Segmenter
 from koe.types import SAMPLE_RATE, Audio, StyleTable
 
 logger = logging.getLogger(__name__)
@@ -118,8 +119,16 @@ class Speech:
     def synthesize(
         self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, lang: str | None = None
     ) -> Audio:
-        """Whole-text synthesis (no streaming): every piece of ``text`` is spoken, none truncated."""
+        """Whole-text synthesis (no streaming), one segment at a time, so every sentence gets its own
+        prosody and nothing is truncated; markdown, symbols and URLs are normalized as in streaming."""
         style = self.voices.resolve(voice)
-        pieces = self.phonemize(text, lang or self.voices.lang_of(voice))
-        audio = [self.synthesize_phonemes(piece, style, speed) for piece in pieces]
+        speed = validate_speed(speed)
+        lang = lang or self.voices.lang_of(voice)
+        segmenter = Segmenter()
+        segments = [*segmenter.feed(text), *segmenter.flush()]
+        audio = [
+            self.synthesize_phonemes(piece, style, speed)
+            for segment in segments
+            for piece in self.phonemize(segment.spoken_text, lang)
+        ]
         return np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)
