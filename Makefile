@@ -1,41 +1,75 @@
-# The README's two commands: `make serve` and `make test`. Both create .venv and install what is missing;
-# when nothing changed they only check a stamp file.
+# The README's two commands: `make serve` and `make test`. Each creates .venv and installs what is missing;
+# when nothing changed since the last run they only compare a stamp file with pyproject.toml.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.stamp-install
-EXTRAS ?= test
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
 PORT ?= 8080
+# torch for the PyTorch engine's CPU tests: this exact version has a local wheel on the project's machines; a
+# bare `torch>=2.10` could resolve to a multi-GB CUDA build instead. Never < 2.10 (PYSEC-2026-2286).
+TORCH ?= torch==2.13.0
+TEST_EXTRAS := test,deploy,gpu,local-llm
+CDK_CLI ?= aws-cdk@2.1148.1
+CDK_ARGS ?=
 
-.PHONY: install serve test lint typecheck pytest clean
+.PHONY: serve test lint typecheck pytest browser deploy audit lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(PIP) install --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+# What `make serve` needs: koe and its default dependencies, the voices fetched and verified.
+$(VENV)/.stamp-serve: pyproject.toml requirements.lock | $(BIN)/python
+	$(PIP) install -c requirements.lock -e .
 	$(BIN)/koe install
 	touch $@
 
-install: $(STAMP)
+# What `make test` needs on top: test tools, the deploy checks, the PyTorch engine (kokoro goes in with
+# --no-deps: it declares misaki[en], whose phonemizer-fork would replace the phonemizer koe's G2P uses), and
+# the local LLM (llama-cpp-python compiles once, ~10 minutes on 2 cores; pip caches the wheel).
+$(VENV)/.stamp-test: pyproject.toml requirements.lock $(VENV)/.stamp-serve
+	$(PIP) install -c requirements.lock '$(TORCH)'
+	$(PIP) install -c requirements.lock -e '.[$(TEST_EXTRAS)]'
+	$(PIP) install -c requirements.lock --no-deps kokoro==0.9.4
+	touch $@
 
-serve: install
+serve: $(VENV)/.stamp-serve
 	$(BIN)/koe serve --port $(PORT)
 
-lint: install
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+# Debian's chromium for the browser test (Playwright drives it through executable_path; nothing is
+# downloaded by Playwright itself). Installed when missing and we are root, as in CI.
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null); } || echo "chromium missing and not root: the browser test will be skipped"
 
-typecheck: install
+lint: $(VENV)/.stamp-test
+	$(BIN)/ruff check src tests deploy
+	$(BIN)/ruff format --check src tests deploy
+
+typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
 
-pytest: install
+pytest: $(VENV)/.stamp-test browser
 	$(BIN)/pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured"; fi; \
 	exit $$status
 
 test: lint typecheck pytest
+
+deploy: $(BIN)/python
+	$(PIP) install -c requirements.lock -e '.[deploy]'
+	cd deploy/cdk && JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
+		npx --yes $(CDK_CLI) deploy --app "$(abspath $(BIN))/python app.py" $(CDK_ARGS)
+
+# Needs internet to reach a vulnerability database; --strict fails on any package it could not check.
+audit: $(VENV)/.stamp-test
+	$(PIP) install pip-audit
+	$(BIN)/pip-audit --strict -r requirements.lock
+
+# Re-pin every dependency (run after changing pyproject.toml; commit the result).
+lock: $(VENV)/.stamp-test
+	{ echo "# every dependency pinned (make lock); installs use it as constraints"; \
+	  $(BIN)/python -m pip freeze --exclude-editable --all | grep -v -E '^(pip|setuptools|wheel)==' \
+	  | sed -E 's/\+[a-z0-9.]+$$//'; } > requirements.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,270 @@
+"""The PyTorch backend on CPU with random weights built from Kokoro's config.json.
+
+Real weights are not on any registry, so nothing here proves the audio is speech: that path is
+``test_real_weights_speak`` (marked ``model`` and ``gpu``, skipped without the checkpoint). What runs here is
+the real code: KModel's architecture, strict checkpoint loading, batching and cancellation.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from koe.engine.base import Engine, SynthesisRequest
+from koe.errors import AssetError, ConfigError, SynthesisError
+
+torch = pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
+pytest.importorskip(
+    "kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4 (see docs/deploy.md)"
+)
+
+from koe.engine.torch import (  # noqa: E402 - only importable once torch and kokoro are known present
+    COMPONENTS,
+    TorchEngine,
+    TorchOptions,
+    build_model,
+    install_weights,
+    load_checkpoint,
+    load_voice_tensors,
+    verify_file,
+)
+
+#: Untrained, the duration head predicts ~25 frames per token (1 s of audio per phoneme): too slow on CPU.
+#: Scaled and shifted, it predicts 2-4 frames that still differ between tokens, styles and speeds.
+_DURATION_WEIGHT_SCALE, _DURATION_BIAS = 6.0, -4.5
+_SAMPLES_PER_FRAME = 600
+PHONEMES = ("həlˈoʊ", "ðɪs ɪz ɐ tˈɛst", "wˈʌn", "kˈæt")
+
+
+@pytest.fixture(scope="module")
+def model() -> object:
+    torch.manual_seed(0)
+    built = build_model()
+    head = built.predictor.duration_proj.linear_layer
+    with torch.no_grad():
+        head.weight.mul_(_DURATION_WEIGHT_SCALE)
+        head.bias.fill_(_DURATION_BIAS)
+    return built
+
+
+@pytest.fixture(scope="module")
+def engine(model: object) -> TorchEngine:
+    # one thread: the CI machine has two cores shared with other work, and torch oversubscribes them
+    return TorchEngine(model, TorchOptions(device="cpu", max_batch=4, threads=1))
+
+
+@pytest.fixture(scope="module")
+def blank() -> object:
+    """A second, untouched architecture for the checkpoint tests to load into."""
+    return build_model()
+
+
+@pytest.fixture
+def decoder_batches(engine: TorchEngine) -> Iterator[list[int]]:
+    """Batch size of every decoder pass, recorded by a forward hook on the real decoder."""
+    sizes: list[int] = []
+    handle = engine._model.decoder.register_forward_hook(
+        lambda _m, args, _out: sizes.append(args[0].shape[0])
+    )
+    yield sizes
+    handle.remove()
+
+
+def styles(count: int, seed: int = 1) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((510, 1, 256)).astype(np.float32) for _ in range(count)]
+
+
+def upstream(model: object, request: SynthesisRequest) -> tuple[int, list[int]]:
+    """Audio length and durations from KModel's own single-utterance forward, the reference."""
+    from koe.engine.vocab import tokenize
+
+    row = torch.from_numpy(request.style[len(tokenize(request.phonemes)) - 1])
+    output = model(request.phonemes, row, request.speed, return_output=True)  # type: ignore[operator]
+    return int(output.audio.shape[-1]), output.pred_dur.tolist()
+
+
+def test_engine_satisfies_the_engine_protocol(engine: TorchEngine) -> None:
+    typed: Engine = engine
+    assert (typed.name, typed.sample_rate) == ("torch", 24_000)
+
+
+@pytest.mark.slow
+def test_batch_gives_the_lengths_of_upstream_single_calls(model: object, engine: TorchEngine) -> None:
+    """N utterances in one batch (different lengths, styles, speeds) vs KModel's own batch-1 forward."""
+    requests = [
+        SynthesisRequest(p, s, speed)
+        for p, s, speed in zip(PHONEMES, styles(len(PHONEMES)), (1.0, 1.3, 0.8, 1.1), strict=True)
+    ]
+    batched = engine.synthesize_batch(requests)
+    reference = [upstream(model, r) for r in requests]
+    assert [len(a) for a in batched] == [length for length, _ in reference]
+    assert all(length == sum(d) * _SAMPLES_PER_FRAME for length, d in reference)
+    assert len({tuple(d) for _, d in reference}) == len(PHONEMES)  # durations differ: the test can fail
+    assert all(a.dtype == np.float32 and np.isfinite(a).all() for a in batched)
+
+
+@pytest.mark.slow
+def test_equal_frame_counts_share_one_decoder_pass(engine: TorchEngine, decoder_batches: list[int]) -> None:
+    (style,) = styles(1)
+    requests = [SynthesisRequest("həlˈoʊ", style), SynthesisRequest("həlˈoʊ", style)]
+    requests.append(SynthesisRequest("ðɪs ɪz ɐ tˈɛst", style))
+    audio = engine.synthesize_batch(requests)
+    assert sorted(decoder_batches) == [1, 2]
+    assert len(audio[0]) == len(audio[1]) != len(audio[2])
+
+
+@pytest.mark.slow
+def test_passes_are_bounded_by_max_batch(engine: TorchEngine, decoder_batches: list[int]) -> None:
+    (style,) = styles(1)
+    audio = engine.synthesize_batch([SynthesisRequest("wˈʌn", style)] * 6)
+    assert decoder_batches == [4, 2]
+    assert len({len(a) for a in audio}) == 1
+
+
+@pytest.mark.slow
+def test_cancelled_utterances_return_empty_and_skip_the_decoder(
+    engine: TorchEngine, decoder_batches: list[int]
+) -> None:
+    requests = [SynthesisRequest(p, s) for p, s in zip(PHONEMES[:3], styles(3), strict=True)]
+    polled: list[int] = []
+
+    def cancelled(index: int) -> bool:
+        polled.append(index)
+        return index == 1
+
+    audio = engine.synthesize_batch(requests, is_cancelled=cancelled)
+    assert sorted(polled) == [0, 1, 2]
+    assert len(audio[1]) == 0 and len(audio[0]) > 0 and len(audio[2]) > 0
+    assert sum(decoder_batches) == 2
+
+
+def test_empty_phonemes_give_empty_audio_without_a_pass(
+    engine: TorchEngine, decoder_batches: list[int]
+) -> None:
+    (style,) = styles(1)
+    requests = [SynthesisRequest("", style), SynthesisRequest("#@1", style)]  # no symbol in the vocabulary
+    assert [len(a) for a in engine.synthesize_batch(requests)] == [0, 0]
+    assert decoder_batches == []
+
+
+def test_phonemes_past_the_window_are_refused_not_truncated(engine: TorchEngine) -> None:
+    (style,) = styles(1)
+    with pytest.raises(SynthesisError, match="at most 510"):
+        engine.synthesize(SynthesisRequest("a" * 511, style))
+
+
+def test_checkpoint_round_trip_restores_the_model(model: object, blank: object, tmp_path: Path) -> None:
+    """Saved as upstream does (``module.`` prefixes), loaded strictly with weights_only."""
+    path = tmp_path / "kokoro.pth"
+    torch.save(
+        {
+            name: {f"module.{k}": v for k, v in getattr(model, name).state_dict().items()}
+            for name in COMPONENTS
+        },
+        path,
+    )
+    first = next(iter(model.decoder.state_dict()))  # type: ignore[attr-defined]
+    assert not torch.equal(blank.decoder.state_dict()[first], model.decoder.state_dict()[first])  # type: ignore[attr-defined]
+    loaded = load_checkpoint(blank, path)
+    for name in COMPONENTS:
+        for key, value in getattr(model, name).state_dict().items():
+            assert torch.equal(getattr(loaded, name).state_dict()[key], value), (name, key)
+
+
+def test_checkpoint_missing_a_component_is_refused(model: object, blank: object, tmp_path: Path) -> None:
+    path = tmp_path / "partial.pth"
+    torch.save({"bert_encoder": model.bert_encoder.state_dict()}, path)  # type: ignore[attr-defined]
+    with pytest.raises(AssetError, match="must hold the components"):
+        load_checkpoint(blank, path)
+
+
+def test_checkpoint_with_wrong_shapes_is_refused(model: object, blank: object, tmp_path: Path) -> None:
+    states = {name: getattr(model, name).state_dict() for name in COMPONENTS}
+    states["bert_encoder"] = torch.nn.Linear(3, 5).state_dict()
+    path = tmp_path / "wrong.pth"
+    torch.save(states, path)
+    with pytest.raises(AssetError, match="'bert_encoder' does not fit"):
+        load_checkpoint(blank, path)
+
+
+class _Payload:
+    """Any class: unpickling it would run code, which ``weights_only=True`` must refuse."""
+
+
+def test_checkpoint_with_pickled_objects_is_refused(blank: object, tmp_path: Path) -> None:
+    path = tmp_path / "evil.pth"
+    path.write_bytes(pickle.dumps({"bert": _Payload()}))
+    with pytest.raises(AssetError, match="cannot load checkpoint"):
+        load_checkpoint(blank, path)
+
+
+def test_load_without_weights_says_how_to_install(tmp_path: Path) -> None:
+    with pytest.raises(AssetError, match="koe install --engine torch"):
+        TorchEngine.load(tmp_path / "absent.pth")
+
+
+def test_installed_weights_with_a_wrong_hash_are_refused(tmp_path: Path) -> None:
+    target = tmp_path / "kokoro-v1_0.pth"
+    target.write_bytes(b"not the checkpoint")
+    with pytest.raises(AssetError, match="does not match the pinned"):
+        install_weights(target)
+
+
+def test_verify_file_accepts_the_right_hash(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"abc")
+    assert verify_file(path, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == path
+
+
+def test_voice_tensors_load_as_style_tables(tmp_path: Path) -> None:
+    table = torch.randn(510, 1, 256)
+    torch.save(table, tmp_path / "af_test.pt")
+    loaded = load_voice_tensors(tmp_path)
+    assert list(loaded) == ["af_test"]
+    np.testing.assert_array_equal(loaded["af_test"], table.numpy())
+
+
+def test_voice_tensors_of_the_wrong_shape_are_refused(tmp_path: Path) -> None:
+    torch.save(torch.zeros(10, 256), tmp_path / "af_small.pt")
+    with pytest.raises(AssetError, match="510"):
+        load_voice_tensors(tmp_path)
+
+
+def test_cuda_requested_without_a_device_is_a_config_error(model: object) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA; the refusal only applies without one")
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        TorchEngine(model, TorchOptions(device="cuda"))
+
+
+def test_max_batch_below_one_is_a_config_error(model: object) -> None:
+    with pytest.raises(ConfigError, match="max_batch"):
+        TorchEngine(model, TorchOptions(device="cpu", max_batch=0))
+
+
+def test_installed_torch_is_not_vulnerable() -> None:
+    from packaging.version import Version
+
+    assert Version(torch.__version__.split("+")[0]) >= Version("2.10")
+
+
+@pytest.mark.model
+@pytest.mark.gpu
+def test_real_weights_speak(tmp_path: Path) -> None:
+    """Real-weight path: the published checkpoint on CUDA. Needs ``koe install --engine torch`` and a GPU."""
+    from koe.engine.torch import default_weights_path
+
+    if not default_weights_path().is_file() or not torch.cuda.is_available():
+        pytest.skip("needs the real kokoro-v1_0.pth (koe install --engine torch, online) and a CUDA device")
+    from koe.engine.assets import default_voices_dir
+    from koe.engine.voices import VoiceBank
+
+    engine = TorchEngine.load()
+    style = VoiceBank.load(default_voices_dir(), ("af_heart",)).resolve("af_heart")
+    audio = engine.synthesize_batch([SynthesisRequest("həlˈoʊ wˈɜːld", style)] * 3)
+    assert all(0.3 * 24_000 < len(a) < 3 * 24_000 and 0.01 < float(np.abs(a).max()) <= 1.5 for a in audio)
