@@ -29,7 +29,7 @@ $(VENV)/.stamp-serve: pyproject.toml requirements.lock | $(BIN)/python
 # the local LLM (llama-cpp-python compiles once, ~10 minutes on 2 cores; pip caches the wheel).
 $(VENV)/.stamp-test: pyproject.toml requirements.lock $(VENV)/.stamp-serve
 	$(PIP) install -c requirements.lock '$(TORCH)'
-	$(PIP) install -c requirements.lock -e '.[$(TEST_EXTRAS)]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -c requirements.lock -e '.[$(TEST_EXTRAS)]'
 	$(PIP) install -c requirements.lock --no-deps kokoro==0.9.4
 	touch $@
 

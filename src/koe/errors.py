@@ -9,7 +9,8 @@ Tree::
     ├── SynthesisError       G2P or the engine failed on valid input
     ├── ProtocolError        a streaming message could not be understood
     ├── LimitError           an input or session crossed a configured limit
-    └── OverloadedError      admission control refused new work
+    ├── OverloadedError      admission control refused new work
+    └── UpstreamError        a service koe calls (an LLM, a remote TTS endpoint) failed or is unreachable
 
 Library errors are mapped to these once, at the boundary, with ``raise ... from exc``.
 """
@@ -59,3 +60,7 @@ class OverloadedError(KoeError):
     def __init__(self, message: str, *, retry_after_s: float = 1.0, code: str | None = None) -> None:
         super().__init__(message, code=code)
         self.retry_after_s = retry_after_s
+
+
+class UpstreamError(KoeError):
+    code = "upstream_error"

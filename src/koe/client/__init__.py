@@ -1,1 +1,6 @@
-"""Clients for a koe server: a plain WebSocket transport and SageMaker's bidirectional stream."""
+"""Clients for a koe server: one session interface (``session.StreamClient``) over two transports.
+
+``websocket`` talks to a koe server directly; ``sagemaker`` goes through SageMaker AI's
+``InvokeEndpointWithBidirectionalStream`` (optional extra ``koe[sagemaker]``, Python >= 3.12). ``messages``
+encodes requests and decodes replies without I/O, with the server's own protocol dataclasses.
+"""

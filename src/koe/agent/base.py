@@ -1,0 +1,131 @@
+"""The two seams of the voice agent: where the answer's text comes from, and where it is spoken.
+
+An :class:`LLMSource` streams an answer as text deltas; a :class:`Speaker` turns a turn's streamed text
+into spoken segments (in this process through the scheduler, or on a remote koe/SageMaker endpoint).
+Each implementation lives in its own module and imports its heavy dependencies there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from koe.errors import ConfigError
+
+Role = Literal["system", "user", "assistant"]
+
+
+def missing_extra(module: str, extra: str) -> ConfigError:
+    """The error for a source whose optional dependency is not installed, saying how to install it."""
+    return ConfigError(
+        f"this LLM source needs the {module!r} package: pip install 'koe[{extra}]'", code="missing_extra"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message; the history the agent keeps and the LLM sources consume."""
+
+    role: Role
+    content: str
+
+
+class LLMSource(Protocol):
+    """Streams an LLM's answer to a conversation.
+
+    Attributes:
+        label: what the source is, as shown to users ("replay (simulation)", "openai-compatible: gpt-4o").
+        simulated: True when no model writes the text (the replay source); shown wherever it appears.
+    """
+
+    label: str
+    simulated: bool
+
+    def stream(self, messages: Sequence[Message]) -> AsyncGenerator[str]:
+        """Yield the answer's text deltas as they are produced.
+
+        Closing the iterator early (``aclose()``, or cancelling the task iterating it) stops generation
+        and releases the connection or thread; that is how barge-in stops the LLM.
+
+        Raises:
+            UpstreamError: the provider refused or failed (message says which and why).
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release the client or threads the source holds; idempotent."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Spoken:
+    """One segment's audio, in turn order.
+
+    Attributes:
+        index: 0-based segment index within the turn.
+        text: the segment's text as written by the LLM.
+        source_span: ``[start, end)`` of ``text`` in the turn's full answer.
+        pcm: mono 16-bit little-endian PCM.
+        sample_rate: of ``pcm``.
+    """
+
+    index: int
+    text: str
+    source_span: tuple[int, int]
+    pcm: bytes
+    sample_rate: int
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.pcm) / (2 * self.sample_rate)
+
+
+class SpeakerTurn(Protocol):
+    """One turn's text going in, its segments' audio coming out, in order."""
+
+    async def add(self, text: str) -> None:
+        """More text of the turn (any size)."""
+        ...
+
+    async def finish(self) -> None:
+        """The text is complete: speak what remains."""
+        ...
+
+    async def next(self) -> Spoken | None:
+        """The next segment's audio; ``None`` once the finished turn is spoken."""
+        ...
+
+    async def aclose(self) -> None:
+        """Drop everything not yet returned (barge-in); idempotent, safe after cancellation."""
+        ...
+
+
+class SpeakerSession(Protocol):
+    """A listener's connection to the TTS: turns of one conversation are spoken one after another."""
+
+    async def turn(self, voice: str, speed: float) -> SpeakerTurn:
+        """Open the next turn.
+
+        Raises:
+            VoiceError: unknown voice. OverloadedError: the TTS refused work. UpstreamError: a remote
+            TTS is unreachable.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release the session (a remote connection); idempotent."""
+        ...
+
+
+class Speaker(Protocol):
+    """Opens TTS sessions; ``ready`` says whether it can speak now (for ``/ping``)."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    def voices(self) -> list[str]:
+        """The voice names a turn may use."""
+        ...
+
+    async def session(self) -> SpeakerSession: ...

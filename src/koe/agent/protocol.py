@@ -1,0 +1,145 @@
+"""The agent's requests without I/O: a browser frame or an invocation body in, a typed request out.
+
+Two requests start a turn: ``ask`` (the LLM answers ``prompt``) and ``read`` (``text`` is streamed by the
+replay simulation at ``tokens_per_s``, for hearing pure TTS streaming); ``interrupt`` is barge-in, with
+``heard_segments`` when the client knows how much it played. docs/agent.md has examples.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from koe.agent.replay import DEFAULT_FIRST_TOKEN_DELAY_S, DEFAULT_TOKENS_PER_S, ReplayPace
+from koe.errors import ConfigError, LimitError, ProtocolError
+from koe.speech import validate_speed
+
+#: Longest voice spec accepted (names, weights and '+' of a blend).
+MAX_VOICE_CHARS = 200
+#: The longest session id a client may choose.
+MAX_SESSION_ID_CHARS = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    prompt: str
+    voice: str | None = None
+    speed: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    text: str
+    pace: ReplayPace
+    voice: str | None = None
+    speed: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    heard_segments: int | None = None
+
+
+TurnRequest = Ask | Read
+ClientMessage = Ask | Read | Interrupt
+
+
+def parse_message(data: str | bytes, *, max_bytes: int) -> ClientMessage:
+    """One browser WebSocket frame: ``{"type": "ask" | "read" | "interrupt", ...}``.
+
+    Raises:
+        LimitError: the frame is over ``max_bytes``. ProtocolError: not a JSON object of a known type.
+        ConfigError: a field has a bad value (``invalid_field``, naming it).
+    """
+    obj = _json_object(data, max_bytes)
+    kind = obj.get("type")
+    if kind == "interrupt":
+        heard = obj.get("heard_segments")
+        if heard is not None and (isinstance(heard, bool) or not isinstance(heard, int) or heard < 0):
+            raise ConfigError(f"heard_segments must be an integer >= 0, got {heard!r}", code="invalid_field")
+        return Interrupt(heard)
+    if kind in ("ask", "read"):
+        return _turn_request(obj, read=kind == "read")
+    raise ProtocolError(f"expected type to be one of ask, read, interrupt; got {kind!r}")
+
+
+def parse_invocation(body: bytes, *, max_bytes: int) -> tuple[TurnRequest, str | None]:
+    """A ``POST /invocations`` body: ``{"prompt": ...}`` or ``{"read": ...}``, with ``session_id``.
+
+    Returns:
+        The request and the session id it names (``None``: a conversation of one turn).
+
+    Raises:
+        as :func:`parse_message`.
+    """
+    obj = _json_object(body, max_bytes)
+    if ("prompt" in obj) == ("read" in obj):
+        raise ProtocolError("expected exactly one of prompt (ask the LLM) or read (text to read aloud)")
+    request = _turn_request({**obj, "text": obj.get("read")} if "read" in obj else obj, read="read" in obj)
+    return request, session_id(obj.get("session_id"))
+
+
+def session_id(value: object) -> str | None:
+    """A client-chosen session id, checked: printable, at most :data:`MAX_SESSION_ID_CHARS`."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > MAX_SESSION_ID_CHARS
+        or not value.isprintable()
+    ):
+        raise ConfigError(
+            f"session_id must be 1 to {MAX_SESSION_ID_CHARS} printable characters", code="invalid_field"
+        )
+    return value
+
+
+def _json_object(data: str | bytes, max_bytes: int) -> dict[str, Any]:
+    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise LimitError(
+            f"message of {size} bytes is over the limit of {max_bytes}", code="message_too_large"
+        )
+    try:
+        obj = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(f"expected a UTF-8 JSON object: {exc}", code="invalid_json") from exc
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _turn_request(obj: dict[str, Any], *, read: bool) -> TurnRequest:
+    field = "text" if read else "prompt"
+    text = obj.get(field)
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"{field} must be a non-empty string", code="invalid_field")
+    voice = obj.get("voice")
+    if voice is not None and (
+        not isinstance(voice, str) or not voice.strip() or len(voice) > MAX_VOICE_CHARS
+    ):
+        raise ConfigError(
+            f"voice must be a voice name or blend of at most {MAX_VOICE_CHARS} characters",
+            code="invalid_field",
+        )
+    try:
+        speed = 1.0 if obj.get("speed") is None else validate_speed(obj["speed"])
+    except ConfigError as exc:
+        raise ConfigError(exc.message, code="invalid_field") from exc
+    if not read:
+        return Ask(text, voice, speed)
+    pace = ReplayPace(
+        tokens_per_s=_number(obj.get("tokens_per_s", DEFAULT_TOKENS_PER_S), "tokens_per_s"),
+        first_token_delay_s=_number(
+            obj.get("first_token_delay_s", DEFAULT_FIRST_TOKEN_DELAY_S), "first_token_delay_s"
+        ),
+    )
+    return Read(text, pace, voice, speed)
+
+
+def _number(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name} must be a number, got {value!r}", code="invalid_field")
+    return float(value)

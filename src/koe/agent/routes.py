@@ -1,0 +1,298 @@
+"""The agent's endpoints, on Bedrock AgentCore Runtime's container contract, and the browser page.
+
+* ``GET /ping`` — ``{"status": "Healthy"}`` once the TTS can speak (503 before).
+* ``POST /invocations`` — ``{"prompt"|"read", "session_id"?, "voice"?, "speed"?}`` answered as
+  Server-Sent Events (:mod:`koe.agent.events`); a client that disconnects interrupts its turn.
+* ``WS /ws`` — the browser's session: JSON requests in, JSON events and binary PCM16 frames out.
+* ``GET /info`` — what the page needs: the LLM in use (or how to enable one), voices, sample rate.
+
+``koe serve`` mounts these under ``/agent`` beside the TTS routes and serves the page at ``/``;
+``koe agent`` serves them at the root as well, as AgentCore expects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect, WebSocketDisconnected
+
+from koe.agent.base import LLMSource
+from koe.agent.config import HOW_TO_ENABLE, LLMConfig
+from koe.agent.events import AgentEvent, SessionOpened, TurnError, to_frames, to_sse
+from koe.agent.pipeline import AgentSession, Turn
+from koe.agent.protocol import Ask, Interrupt, TurnRequest, parse_invocation, parse_message
+from koe.agent.replay import ReplaySource
+from koe.agent.service import VoiceAgent
+from koe.errors import KoeError, LimitError, OverloadedError
+from koe.server.errors import (
+    WS_POLICY_VIOLATION,
+    WS_TRY_AGAIN_LATER,
+    error_body,
+    retry_after_header,
+    route_of,
+)
+from koe.server.http import read_body
+from koe.server.runtime import Runtime
+from koe.types import SAMPLE_RATE
+
+logger = logging.getLogger(__name__)
+
+#: The page's files ship inside the package (package data), so a wheel install serves them too.
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+#: AgentCore passes the conversation's id in this header.
+AGENTCORE_SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+#: Browser sessions at once; more are refused with 1013.
+MAX_SOCKETS = 64
+#: A socket with no message and no turn for this long is closed (1008).
+IDLE_TIMEOUT_S = 600.0
+
+
+def _body_limit(agent: VoiceAgent) -> int:
+    """The largest request accepted: the longest prompt in the worst UTF-8 case, plus the other fields."""
+    return agent.options.max_prompt_chars * 4 + 1024
+
+
+class AgentEndpoints:
+    """The request handlers, bound to one :class:`VoiceAgent`."""
+
+    def __init__(self, agent: VoiceAgent) -> None:
+        self.agent = agent
+        self._sockets = 0
+        self._closing: set[asyncio.Task[None]] = set()  # session clean-ups outliving their request
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/ping", self.ping, methods=["GET"]),
+            Route("/info", self.info, methods=["GET"]),
+            Route("/invocations", self.invocations, methods=["POST"]),
+            WebSocketRoute("/ws", self.socket),
+        ]
+
+    async def ping(self, request: Request) -> Response:
+        if self.agent.speaker.ready:
+            return JSONResponse({"status": "Healthy"})
+        return JSONResponse({"status": "Unhealthy", "message": "the TTS is not ready"}, status_code=503)
+
+    async def info(self, request: Request) -> Response:
+        config = self.agent.llm_config
+        return JSONResponse(
+            {
+                "llm": config.describe(),
+                "llm_available": config.kind != "none",
+                "how_to_enable": HOW_TO_ENABLE if config.kind == "none" else None,
+                "voices": self.agent.speaker.voices(),
+                "default_voice": self.agent.options.default_voice,
+                "sample_rate": SAMPLE_RATE,
+            }
+        )
+
+    async def invocations(self, request: Request) -> Response:
+        """Start a turn and stream its events; errors before the turn are JSON with their HTTP status."""
+        limit = _body_limit(self.agent)
+        turn_request, session_id = parse_invocation(await read_body(request, limit), max_bytes=limit)
+        session_id = session_id or request.headers.get(AGENTCORE_SESSION_HEADER)
+        named = session_id is not None
+        session = await self.agent.named_session(session_id) if session_id else self.agent.open_session()
+        turn = await self._start(session, turn_request)
+
+        async def stream() -> AsyncIterator[str]:
+            try:
+                async for event in session.events(turn):
+                    yield to_sse(event)
+            finally:
+                if not named:
+                    self._close_later(session.aclose())
+
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+
+    async def socket(self, websocket: WebSocket) -> None:
+        """One browser session: a reader here, one forwarding task per turn (each after the previous)."""
+        await websocket.accept()
+        if self._sockets >= MAX_SOCKETS:
+            error = OverloadedError(
+                f"all {MAX_SOCKETS} agent sessions are in use; retry later", code="too_many_sessions"
+            )
+            await _refuse(websocket, error, WS_TRY_AGAIN_LATER)
+            return
+        self._sockets += 1
+        session = self.agent.open_session()
+        lock = asyncio.Lock()
+        forwarder: asyncio.Task[None] | None = None
+
+        async def send(event: AgentEvent) -> None:
+            async with lock:  # a turn's forwarder and the reader both send; frames of one event stay together
+                for frame in to_frames(event):
+                    if isinstance(frame, str):
+                        await websocket.send_text(frame)
+                    else:
+                        await websocket.send_bytes(frame)
+
+        async def forward(turn_events: AsyncIterator[AgentEvent], after: asyncio.Task[None] | None) -> None:
+            if after is not None:
+                await asyncio.wait([after])
+            try:
+                async for event in turn_events:
+                    await send(event)
+            except (WebSocketDisconnect, WebSocketDisconnected):
+                return  # the reader sees the disconnect too and ends the session
+
+        try:
+            await send(SessionOpened(session.id))
+            while True:
+                try:
+                    async with asyncio.timeout(IDLE_TIMEOUT_S):
+                        message = await websocket.receive()
+                except TimeoutError:
+                    if forwarder is not None and not forwarder.done():
+                        continue
+                    await _refuse(
+                        websocket,
+                        LimitError(f"no message for {IDLE_TIMEOUT_S:g} s", code="idle_timeout"),
+                        WS_POLICY_VIOLATION,
+                    )
+                    return
+                if message["type"] == "websocket.disconnect":
+                    return
+                data = message.get("text") if message.get("text") is not None else message.get("bytes")
+                try:
+                    request = parse_message(data or b"", max_bytes=_body_limit(self.agent))
+                    if isinstance(request, Interrupt):
+                        interrupted = await session.interrupt(request.heard_segments)
+                        if forwarder is not None:
+                            await asyncio.wait([forwarder])  # its ``done`` goes out before the answer
+                        if interrupted is not None:
+                            await send(interrupted)
+                        continue
+                    turn = await self._start(session, request)
+                    forwarder = asyncio.create_task(forward(session.events(turn), forwarder))
+                except KoeError as exc:
+                    await send(TurnError(None, exc.code, exc.message))
+        except (WebSocketDisconnect, WebSocketDisconnected):
+            logger.info("agent session %s: the browser left", session.id)
+        finally:
+            self._sockets -= 1
+            if forwarder is not None:
+                forwarder.cancel()
+            self._close_later(session.aclose())
+
+    async def _start(self, session: AgentSession, request: TurnRequest) -> Turn:
+        source: LLMSource
+        if isinstance(request, Ask):
+            source, text = await self.agent.llm(), request.prompt
+        else:
+            source, text = ReplaySource(request.text, request.pace), request.text
+        return await session.start(text, source, voice=request.voice, speed=request.speed)
+
+    def _close_later(self, closing: Awaitable[None]) -> None:
+        """Finish a session's clean-up in its own task: the request's task may be cancelled already."""
+
+        async def run() -> None:
+            await closing
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def aclose(self) -> None:
+        """Wait for pending session clean-ups, then close the agent; idempotent."""
+        if self._closing:
+            await asyncio.wait(set(self._closing))
+        await self.agent.aclose()
+
+
+async def _refuse(websocket: WebSocket, error: KoeError, code: int) -> None:
+    try:
+        for frame in to_frames(TurnError(None, error.code, error.message)):
+            await websocket.send_text(str(frame))
+        await websocket.close(code)
+    except (WebSocketDisconnect, WebSocketDisconnected):
+        pass  # already gone: nothing left to tell it
+
+
+class _Page:
+    """The page's static files for HTTP; a WebSocket to a path nobody serves is closed, as Starlette does."""
+
+    def __init__(self) -> None:
+        self._files = StaticFiles(directory=WEB_DIR, html=True)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._files(scope, receive, send)
+        else:
+            await WebSocketClose()(scope, receive, send)
+
+
+def page() -> Mount:
+    """The browser page at ``/`` (``index.html``, ES modules, the AudioWorklet); mount it last."""
+    return Mount("/", app=_Page(), name="page")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentMount:
+    """What ``create_app`` adds: the agent's routes under ``/agent``, the page, and their clean-up."""
+
+    routes: list[BaseRoute]
+    aclose: Callable[[], Awaitable[None]]
+
+
+def mount_agent(runtime: Runtime, llm: LLMConfig | None = None) -> AgentMount:
+    """The agent of ``koe serve``, speaking through the server's own runtime (engine and scheduler).
+
+    Raises:
+        ConfigError: the ``KOE_LLM*`` variables are invalid.
+    """
+    from koe.agent.inprocess import InProcessSpeaker
+
+    config = llm or LLMConfig.from_env()
+    if config.kind == "none":
+        logger.warning("agent: %s; the page's read-aloud mode works without one", HOW_TO_ENABLE)
+    else:
+        logger.info("agent LLM: %s", config.describe())
+    endpoints = AgentEndpoints(VoiceAgent(InProcessSpeaker(runtime), config))
+    return AgentMount([Mount("/agent", routes=endpoints.routes()), page()], endpoints.aclose)
+
+
+def create_agent_app(agent: VoiceAgent) -> Starlette:
+    """``koe agent``: the agent alone (TTS remote), on AgentCore's paths and under ``/agent`` for the page."""
+    endpoints = AgentEndpoints(agent)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await endpoints.aclose()
+
+    return Starlette(
+        routes=[*endpoints.routes(), Mount("/agent", routes=endpoints.routes()), page()],
+        lifespan=lifespan,
+        exception_handlers={KoeError: _error_response, Exception: _internal_error},
+    )
+
+
+async def _error_response(request: Request, exc: Exception) -> Response:
+    """A ``KoeError`` from an agent route as koe's JSON error (``koe serve`` uses the server's handler)."""
+    error = cast(KoeError, exc)
+    logger.info("%s %s: %s: %s", request.method, request.url.path, error.code, error.message)
+    status = route_of(error).http_status
+    return JSONResponse(error_body(error), status_code=status, headers=retry_after_header(error))
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """Anything unexpected: a JSON 500 without internals (uvicorn logs the traceback)."""
+    body = {"error": "internal_error", "message": "the agent failed; see its log"}
+    return JSONResponse(body, status_code=500)

@@ -1,0 +1,152 @@
+"""Real LLMs, offline: SmolLM2-135M in llama-cpp-python, directly and behind its OpenAI-compatible server.
+
+Needs the ``local-llm`` extra (llama-cpp-python compiles for ~10 minutes, so a quick local install may
+skip these; CI installs it). The server is llama-cpp-python's own, started on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from koe.agent.base import Message
+from koe.agent.config import local_installed
+from koe.agent.openai_compatible import OpenAICompatibleSource, OpenAIOptions
+from koe.errors import UpstreamError
+from live_server import LOOPBACK, LiveServer, loopback_socket
+from ws_events import messages, receive, run, send, until
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not local_installed(), reason="the local-llm extra is not installed: pip install 'koe[local-llm]'"
+    ),
+]
+_START_TIMEOUT_S = 120.0
+QUESTION = [Message("system", "Answer in one short sentence."), Message("user", "What colour is the sky?")]
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server with SmolLM2 (one thread), as its own process."""
+    from koe.agent.llama import packaged_gguf
+
+    with loopback_socket() as sock:
+        port = sock.getsockname()[1]
+    command = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(packaged_gguf()),
+        "--model_alias",
+        "smollm2",
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "--n_threads",
+        "1",
+        "--n_ctx",
+        "2048",
+    ]
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"  # a file: llama.cpp logs a lot
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+    base = f"http://{LOOPBACK}:{port}/v1"
+    try:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while True:
+            try:
+                if httpx.get(base + "/models").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"llama_cpp.server did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def stream(options: OpenAIOptions, limit: int | None = None) -> tuple[list[str], str]:
+    """The deltas of one answer (the first ``limit`` of them) and the source's label."""
+
+    async def main() -> tuple[list[str], str]:
+        source = OpenAICompatibleSource(options)
+        deltas: list[str] = []
+        try:
+            async for delta in source.stream(QUESTION):
+                deltas.append(delta)
+                if limit is not None and len(deltas) >= limit:
+                    break
+        finally:
+            await source.aclose()
+        return deltas, source.label
+
+    return asyncio.run(main())
+
+
+def test_the_openai_compatible_source_streams_from_a_real_server(llama_server: str) -> None:
+    deltas, label = stream(OpenAIOptions("smollm2", llama_server, "none", max_tokens=30))
+    assert len(deltas) > 3 and "".join(deltas).strip()
+    assert label == f"openai-compatible: smollm2 at {llama_server}/"
+
+
+def test_closing_the_stream_early_leaves_the_server_serving(llama_server: str) -> None:
+    options = OpenAIOptions("smollm2", llama_server, "none", max_tokens=60)
+    assert len(stream(options, limit=2)[0]) == 2
+    assert "".join(stream(options)[0]).strip()  # the abandoned generation did not wedge the server
+
+
+def test_an_error_status_is_an_upstream_error_with_the_servers_words(llama_server: str) -> None:
+    with pytest.raises(UpstreamError, match="404"):
+        stream(OpenAIOptions("smollm2", llama_server + "/nowhere", "none"))
+
+
+def test_the_local_source_answers_in_process() -> None:
+    from koe.agent.llama import LlamaOptions, LlamaSource
+
+    source = LlamaSource(LlamaOptions(max_tokens=30))
+
+    async def main() -> tuple[str, list[str]]:
+        whole = "".join([d async for d in source.stream(QUESTION)])
+        first: list[str] = []
+        async for delta in source.stream(QUESTION):  # closed after one token: the thread stops
+            first.append(delta)
+            break
+        await source.aclose()
+        return whole, first
+
+    whole, first = asyncio.run(main())
+    assert whole.strip() and len(first) == 1
+    assert "SmolLM2" in source.label
+
+
+def test_the_agent_answers_a_question_aloud_with_the_local_model(koe_server: LiveServer) -> None:
+    info = httpx.get(koe_server.http_url + "/agent/info").json()
+    if not info["llm"].startswith("local"):
+        pytest.skip(f"the server's agent uses {info['llm']!r} (KOE_LLM is set), not the local model")
+
+    async def main() -> None:
+        from websockets.asyncio.client import connect
+
+        async with connect(koe_server.ws_url + "/agent/ws") as ws:
+            await receive(ws)
+            await send(ws, {"type": "ask", "prompt": "What is a cat? One sentence."})
+            events = await until(ws, lambda m: m["type"] == "done")
+        kinds = [m["type"] for m in messages(events)]
+        assert kinds[0] == "turn" and "text_delta" in kinds and "segment" in kinds
+        done = messages(events)[-1]
+        assert done["text"].strip() and done["audio_s"] > 0 and not done["simulated"]
+        assert any(isinstance(e, bytes) for e in events)
+
+    run(main)

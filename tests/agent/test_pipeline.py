@@ -1,0 +1,169 @@
+"""The voice-agent pipeline with the real engine: streaming, barge-in, history, failures.
+
+The LLM here is the replay simulation (deterministic text at a set rate), wrapped to record what it was
+asked and when its stream was closed; TTS is the server's own scheduler and Kokoro.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from koe.agent.base import Message
+from koe.agent.events import AgentEvent, AudioReady, SegmentReady, TextDelta, TurnDone, TurnError, TurnStarted
+from koe.agent.inprocess import InProcessSpeaker
+from koe.agent.openai_compatible import OpenAICompatibleSource, OpenAIOptions
+from koe.agent.pipeline import AgentOptions, AgentSession, Turn
+from koe.agent.replay import ReplayPace, ReplaySource
+from koe.server.runtime import Runtime
+from koe.settings import Settings
+from koe.speech import Speech
+from live_server import loopback_socket
+
+T = TypeVar("T")
+ANSWER = (
+    "Cats like quiet places to sleep. They also enjoy climbing high shelves to watch the room. "
+    "Most of all they want a warm lap."
+)
+
+
+class RecordingSource:
+    """A real replay source that also records the conversations it was given and whether it was closed."""
+
+    simulated = True
+    label = "replay (simulation, recorded)"
+
+    def __init__(self, text: str, tokens_per_s: float = 20.0) -> None:
+        self._inner = ReplaySource(text, ReplayPace(tokens_per_s, 0.0))
+        self.asked: list[list[Message]] = []
+        self.closed = False
+        self.finished = False
+
+    async def stream(self, messages: Sequence[Message]) -> AsyncGenerator[str]:
+        self.asked.append(list(messages))
+        try:
+            async for token in self._inner.stream(messages):
+                yield token
+            self.finished = True
+        finally:
+            self.closed = True
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def with_session(speech: Speech, main: Callable[[AgentSession, Runtime], Awaitable[T]]) -> T:
+    async def run() -> T:
+        runtime = Runtime(Settings(warmup=False), speech)
+        runtime.start()
+        while not runtime.ready:  # noqa: ASYNC110  readiness is a flag (what /ping reads), not an event
+            await asyncio.sleep(0.01)
+        speaker = InProcessSpeaker(runtime)
+        session = AgentSession(AgentOptions(), speaker.session)
+        try:
+            async with asyncio.timeout(240):
+                return await main(session, runtime)
+        finally:
+            await session.aclose()
+            await runtime.aclose()
+
+    return asyncio.run(run())
+
+
+async def until(session: AgentSession, turn: Turn, stop: Callable[[AgentEvent], bool]) -> list[AgentEvent]:
+    events = []
+    async for event in session.events(turn):
+        events.append(event)
+        if stop(event):
+            break
+    return events
+
+
+def test_an_answer_is_spoken_while_it_is_still_being_written(speech: Speech) -> None:
+    async def main(session: AgentSession, runtime: Runtime) -> list[AgentEvent]:
+        turn = await session.start("Tell me about cats.", RecordingSource(ANSWER, tokens_per_s=5))
+        return [event async for event in session.events(turn)]
+
+    events = with_session(speech, main)
+    assert isinstance(events[0], TurnStarted) and events[0].simulated
+    assert isinstance(events[-1], TurnDone) and not events[-1].interrupted
+    first_audio = next(i for i, e in enumerate(events) if isinstance(e, AudioReady))
+    last_delta = max(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    assert first_audio < last_delta  # the first sentence was heard before the answer was written
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == ANSWER
+    segments = [e for e in events if isinstance(e, SegmentReady)]
+    assert [s.index for s in segments] == list(range(len(segments))) and len(segments) >= 2
+    assert all(ANSWER[s.source_span[0] : s.source_span[1]] == s.text for s in segments)
+    audio = [e for e in events if isinstance(e, AudioReady)]
+    assert [a.index for a in audio] == [s.index for s in segments]
+    assert events[-1].audio_s == round(sum(len(a.pcm) for a in audio) / 48000, 3)
+    timings = events[-1].timings
+    assert timings.first_token_ms is not None and timings.first_audio_ms is not None
+    assert timings.first_token_ms < timings.first_audio_ms < timings.total_ms  # type: ignore[operator]
+    assert events[-1].text == ANSWER
+
+
+def test_interrupt_stops_audio_closes_the_llm_trims_history_and_the_next_question_works(
+    speech: Speech,
+) -> None:
+    first, second = RecordingSource(ANSWER, tokens_per_s=5), RecordingSource("Sure. Ask away.")
+
+    async def main(session: AgentSession, runtime: Runtime) -> tuple[list[AgentEvent], ...]:
+        turn = await session.start("Tell me about cats.", first)
+        before = await until(session, turn, lambda e: isinstance(e, AudioReady))
+        interrupted = await session.interrupt(heard_segments=1)
+        after = [event async for event in session.events(turn)]
+        assert interrupted is not None and runtime.scheduler.stats.queued == 0
+        segment = next(e for e in before if isinstance(e, SegmentReady))
+        assert interrupted.heard_text == ANSWER[: segment.source_span[1]]
+        history = list(session.history)
+        next_turn = await session.start("Another question?", second)
+        return before, after, history, [event async for event in session.events(next_turn)]
+
+    _, after, history, answered = with_session(speech, main)
+    assert first.closed and not first.finished  # the LLM stream was closed mid-answer
+    assert len(after) == 1 and isinstance(after[0], TurnDone) and after[0].interrupted  # no audio after
+    heard = after[0].text
+    assert ANSWER.startswith(heard) and 0 < len(heard) < len(ANSWER)
+    assert history == [Message("user", "Tell me about cats."), Message("assistant", heard)]
+    asked = second.asked[0]
+    assert [m.role for m in asked] == ["system", "user", "assistant", "user"]
+    assert asked[2].content == heard  # the LLM is told only what the listener heard
+    assert isinstance(answered[-1], TurnDone) and not answered[-1].interrupted
+    assert any(isinstance(e, AudioReady) for e in answered)
+
+
+def test_a_new_question_barges_in_on_the_answer_being_spoken(speech: Speech) -> None:
+    first = RecordingSource(ANSWER, tokens_per_s=12)
+
+    async def main(session: AgentSession, runtime: Runtime) -> tuple[list[AgentEvent], list[AgentEvent]]:
+        turn = await session.start("Tell me about cats.", first)
+        await until(session, turn, lambda e: isinstance(e, TextDelta))
+        nothing_heard = await session.start("Never mind. Dogs?", RecordingSource("Dogs are loyal."))
+        return [e async for e in session.events(turn)], [e async for e in session.events(nothing_heard)]
+
+    old, new = with_session(speech, main)
+    assert first.closed and not first.finished
+    assert [type(e) for e in old] == [TurnDone] and old[0].interrupted and old[0].text == ""
+    assert isinstance(new[-1], TurnDone) and new[-1].text == "Dogs are loyal."
+
+
+def test_an_unreachable_llm_is_reported_and_the_turn_still_ends(speech: Speech) -> None:
+    with loopback_socket() as sock:
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+
+    async def main(session: AgentSession, runtime: Runtime) -> tuple[list[AgentEvent], list[Message]]:
+        options = OpenAIOptions("any", f"http://127.0.0.1:{port}/v1", "key", timeout_s=5)
+        source = OpenAICompatibleSource(options)
+        turn = await session.start("Hello?", source)
+        events = [e async for e in session.events(turn)]
+        await source.aclose()
+        return events, session.history
+
+    events, history = with_session(speech, main)
+    kinds = [type(e) for e in events]
+    assert kinds == [TurnStarted, TurnError, TurnDone]
+    error = events[1]
+    assert isinstance(error, TurnError) and error.code == "upstream_error" and str(port) in error.message
+    assert history == []  # nothing was said, so the exchange is not kept

@@ -1,0 +1,136 @@
+"""The agent's endpoints in a live ``koe serve`` app: the page, /agent/ping, SSE invocations, browser WS."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+
+from live_server import LiveServer
+from sse_events import THREE_SENTENCES, sse_events
+from ws_events import messages, receive, run, send, until
+
+
+def test_the_page_and_its_modules_are_served(koe_server: LiveServer) -> None:
+    page = httpx.get(koe_server.http_url + "/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert '<script type="module" src="app.js">' in page.text
+    for name in ("app.js", "player.js", "player-worklet.js"):
+        module = httpx.get(f"{koe_server.http_url}/{name}")
+        assert module.status_code == 200 and "javascript" in module.headers["content-type"]
+    assert httpx.get(koe_server.http_url + "/nothing-here.js").status_code == 404
+
+
+def test_ping_and_info_describe_the_agent(koe_server: LiveServer) -> None:
+    assert httpx.get(koe_server.http_url + "/agent/ping").json() == {"status": "Healthy"}
+    info = httpx.get(koe_server.http_url + "/agent/info").json()
+    assert info["sample_rate"] == 24000 and info["default_voice"] == "af_heart"
+    assert "af_heart" in info["voices"] and "bm_george" in info["voices"]
+    assert isinstance(info["llm"], str) and isinstance(info["llm_available"], bool)
+    assert (info["how_to_enable"] is None) == info["llm_available"]
+
+
+def test_an_invocation_streams_text_segments_and_audio_as_sse(koe_server: LiveServer) -> None:
+    body = {"read": THREE_SENTENCES, "tokens_per_s": 6, "first_token_delay_s": 0, "voice": "af_sky"}
+    with httpx.Client(timeout=120) as client:
+        response = client.post(koe_server.http_url + "/agent/invocations", json=body)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(response)
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "turn" and events[0]["simulated"] and "simulation" in events[0]["source"]
+    assert kinds[-1] == "done" and not events[-1]["interrupted"] and events[-1]["simulated"]
+    assert kinds.index("audio") < len(kinds) - 1 - kinds[::-1].index("text_delta")  # audio before text ends
+    assert "".join(e["text"] for e in events if e["type"] == "text_delta") == THREE_SENTENCES
+    segments = [e for e in events if e["type"] == "segment"]
+    audio = [e for e in events if e["type"] == "audio"]
+    assert [a["index"] for a in audio] == [s["index"] for s in segments]
+    for segment in segments:
+        start, end = segment["source_span"]
+        assert THREE_SENTENCES[start:end] == segment["text"]
+    pcm = [base64.b64decode(a["audio"]) for a in audio]
+    assert all(a["sample_rate"] == 24000 and len(p) == a["bytes"] for a, p in zip(audio, pcm, strict=True))
+    assert events[-1]["audio_s"] == pytest.approx(sum(map(len, pcm)) / 48000, abs=0.002)
+    assert events[-1]["timings"]["first_audio_ms"] < events[-1]["timings"]["text_done_ms"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b"{", 400, "invalid_json"),
+        (b'{"read": "   "}', 400, "invalid_field"),
+        (b'{"read": "Hi.", "speed": 7}', 400, "invalid_field"),
+        (json.dumps({"read": "x" * 40_000}).encode(), 413, "body_too_large"),
+    ],
+)
+def test_bad_invocations_get_a_json_error(
+    koe_server: LiveServer, body: bytes, status: int, code: str
+) -> None:
+    response = httpx.post(koe_server.http_url + "/agent/invocations", content=body)
+    assert response.status_code == status
+    assert response.json()["error"] == code
+
+
+def test_an_unknown_voice_is_an_error_event_and_the_turn_ends(koe_server: LiveServer) -> None:
+    response = httpx.post(
+        koe_server.http_url + "/agent/invocations", json={"read": "Hello.", "voice": "xx_nobody"}, timeout=60
+    )
+    events = sse_events(response)
+    assert [e["type"] for e in events] == ["turn", "error", "done"]
+    assert events[1]["code"] == "unknown_voice" and "af_heart" in events[1]["message"]
+
+
+def test_the_browser_socket_streams_a_turn_then_stops_the_next_at_once(koe_server: LiveServer) -> None:
+    async def main() -> None:
+        async with connect(koe_server.ws_url + "/agent/ws") as ws:
+            session = await receive(ws)
+            assert isinstance(session, dict) and session["type"] == "session"
+            await send(ws, {"type": "read", "text": "Short and sweet.", "tokens_per_s": 50})
+            events = await until(ws, lambda m: m["type"] == "done")
+            kinds = [e["type"] if isinstance(e, dict) else "pcm" for e in events]
+            assert kinds[0] == "turn" and kinds[-1] == "done"
+            for i, kind in enumerate(kinds):  # each audio header is followed by its samples
+                if kind == "audio":
+                    header, frame = events[i], events[i + 1]
+                    assert isinstance(header, dict) and isinstance(frame, bytes)
+                    assert kinds[i + 1] == "pcm" and len(frame) == header["bytes"]
+
+            await send(ws, {"type": "read", "text": THREE_SENTENCES, "tokens_per_s": 6})
+            await until(ws, lambda m: m["type"] == "audio")
+            await receive(ws)  # the first segment's samples
+            await send(ws, {"type": "interrupt", "heard_segments": 1})
+            rest = await until(ws, lambda m: m["type"] == "interrupted")
+            assert [m["type"] for m in messages(rest)][-2:] == ["done", "interrupted"]
+            assert not any(isinstance(e, bytes) for e in rest)  # nothing of the turn after the interrupt
+            done, interrupted = messages(rest)[-2:]
+            assert done["interrupted"] and done["turn"] == 1
+            assert interrupted["heard_text"] == done["text"] and THREE_SENTENCES.startswith(done["text"])
+
+            await send(ws, {"type": "ask"})  # a bad request: the session stays open
+            error = await receive(ws)
+            assert isinstance(error, dict) and error["type"] == "error" and error["turn"] is None
+
+    run(main)
+
+
+def test_a_client_that_leaves_mid_answer_stops_its_turn(koe_server: LiveServer) -> None:
+    body = {"read": " ".join([THREE_SENTENCES] * 4), "tokens_per_s": 8, "first_token_delay_s": 0}
+    with (
+        httpx.Client(timeout=120) as client,
+        client.stream("POST", koe_server.http_url + "/agent/invocations", json=body) as response,
+    ):
+        for line in response.iter_lines():
+            if line == "event: audio":
+                break  # leave after the first audio, with most of the answer unwritten
+    # the segment being synthesized when the client left may finish; nothing after it may start
+    deadline = time.monotonic() + 30
+    while (stats := koe_server.call(lambda: koe_server.runtime.scheduler.stats)).running:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    completed = stats.completed
+    time.sleep(2)  # long enough for the next segments of an unstopped turn to be synthesized
+    stats = koe_server.call(lambda: koe_server.runtime.scheduler.stats)
+    assert stats.queued == 0 and stats.running == 0 and stats.completed == completed

@@ -1,0 +1,124 @@
+"""``StreamClient`` over a real WebSocket to the shared real server (real model, real audio)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+
+from koe.client.session import StreamClient
+from koe.client.websocket import stream_url
+from koe.errors import UpstreamError
+from live_server import LiveServer
+from support import Transcriber, words
+
+SAMPLE_RATE = 24_000
+
+
+def pcm_seconds(chunks: list[bytes]) -> float:
+    return sum(len(c) for c in chunks) / 2 / SAMPLE_RATE
+
+
+async def tokens(text: str) -> AsyncIterator[str]:
+    """An LLM's output: word by word, with the event loop free in between."""
+    for word in text.split(" "):
+        await asyncio.sleep(0)
+        yield word + " "
+
+
+async def open_client(server: LiveServer) -> StreamClient:
+    return await StreamClient.connect(stream_url(server.http_url, voice="af_heart", format="pcm"))
+
+
+def test_stream_speaks_the_streamed_text(koe_server: LiveServer, transcribe: Transcriber) -> None:
+    async def main() -> list[bytes]:
+        client = await open_client(koe_server)
+        try:
+            return [chunk async for chunk in client.stream(tokens("Please call Stella."))]
+        finally:
+            await client.aclose()
+
+    chunks = asyncio.run(main())
+    audio = np.frombuffer(b"".join(chunks), dtype="<i2").astype(np.float32) / 32768
+    assert 0.5 < pcm_seconds(chunks) < 4
+    assert words(transcribe(audio))[:3] == ["please", "call", "stella"]
+
+
+def test_a_session_speaks_turn_after_turn_from_plain_iterables(koe_server: LiveServer) -> None:
+    async def main() -> list[float]:
+        client = await open_client(koe_server)
+        try:
+            first = pcm_seconds([c async for c in client.stream(["Yes."])])
+            await client.cancel()  # between turns: its reply must not end the next turn
+            return [first, pcm_seconds([c async for c in client.stream(["Yes."])])]
+        finally:
+            await client.aclose()
+
+    first, second = asyncio.run(main())
+    assert first > 0.2 and second > 0.2
+
+
+def test_cancel_ends_the_turn_early_and_the_session_goes_on(koe_server: LiveServer) -> None:
+    long_text = (
+        "This is a long answer. It goes on and on. It has many sentences. Nobody wants to hear it all."
+    )
+
+    async def main() -> tuple[float, float]:
+        client = await open_client(koe_server)
+        try:
+            heard: list[bytes] = []
+            async for chunk in client.stream(tokens(long_text)):
+                heard.append(chunk)
+                if len(heard) == 1:
+                    await client.cancel()  # barge-in at the first audio
+            after = [c async for c in client.stream(["Okay."])]
+            return pcm_seconds(heard), pcm_seconds(after)
+        finally:
+            await client.aclose()
+
+    heard_s, after_s = asyncio.run(main())
+    assert 0 < heard_s < 3.0  # the whole answer is over 5 s of speech
+    assert after_s > 0.2
+
+
+def test_a_failing_text_source_cancels_the_turn_and_raises_its_error(koe_server: LiveServer) -> None:
+    async def broken() -> AsyncIterator[str]:
+        yield "Half a sentence"
+        raise RuntimeError("the LLM went away")
+
+    async def main() -> float:
+        client = await open_client(koe_server)
+        try:
+            with pytest.raises(RuntimeError, match="the LLM went away"):
+                async for _ in client.stream(broken()):
+                    pass
+            return pcm_seconds([c async for c in client.stream(["Still here."])])
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) > 0.2
+
+
+def test_server_errors_surface_with_their_code(koe_server: LiveServer) -> None:
+    async def main() -> None:
+        client = await open_client(koe_server)
+        try:
+            await client.configure(voice="xx_nobody")
+            with pytest.raises(UpstreamError) as caught:
+                async for _ in client.stream(["Hello."]):
+                    pass
+            assert caught.value.code == "unknown_voice"
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_connecting_to_nothing_is_an_upstream_error() -> None:
+    async def main() -> None:
+        await StreamClient.connect("ws://127.0.0.1:9/v1/stream", open_timeout_s=2)
+
+    with pytest.raises(UpstreamError, match="cannot open a TTS session"):
+        asyncio.run(main())

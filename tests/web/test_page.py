@@ -1,0 +1,65 @@
+"""The browser page, in headless Chromium against a live ``koe serve`` app: streaming playback and Stop.
+
+The page keeps what it measured on ``window.koe`` (milliseconds since the request was sent); the
+AudioWorklet runs without a sound device, so "played" means rendered by the audio graph.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from live_server import LiveServer
+
+THREE_SENTENCES = (
+    "The first sentence is short. The second one takes a little longer to write, token by token. "
+    "And the third sentence ends the text."
+)
+LONG_TEXT = " ".join(["Every sentence here keeps the speaker busy for a while."] * 8)
+WAIT_MS = 120_000
+
+
+def read_aloud(page: Any, text: str, tokens_per_s: int) -> None:
+    page.click("#tab-read")
+    page.fill("#text", text)
+    page.eval_on_selector(
+        "#rate", f"(el) => {{ el.value = '{tokens_per_s}'; el.dispatchEvent(new Event('input')); }}"
+    )
+    page.click("#go")
+
+
+def test_read_aloud_plays_before_the_text_is_written_and_stop_silences_it(
+    koe_server: LiveServer, browser: Any, artifacts: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(koe_server.http_url + "/")
+    page.wait_for_function("window.koe && window.koe.state === 'ready'", timeout=WAIT_MS)
+
+    read_aloud(page, THREE_SENTENCES, tokens_per_s=6)
+    page.wait_for_function("window.koe.timings.lastAudio !== undefined", timeout=WAIT_MS)
+    koe = page.evaluate("window.koe")
+    timings = koe["timings"]
+    assert timings["firstAudioQueued"] < timings["lastToken"]  # audio was in the worklet mid-stream
+    assert timings["firstAudioPlayed"] < timings["lastToken"]
+    assert timings["firstToken"] <= timings["firstSegment"] <= timings["firstAudioQueued"]
+    assert koe["answer"] == THREE_SENTENCES and koe["simulated"]
+    assert page.inner_text("tr[data-mark=firstAudioPlayed] td") == f"{timings['firstAudioPlayed']} ms"
+    assert page.inner_text("#transcript") == THREE_SENTENCES
+    assert page.is_visible("#answer-sim")
+    page.screenshot(path=str(artifacts / "agent-page.png"), full_page=True)
+
+    read_aloud(page, LONG_TEXT, tokens_per_s=10)
+    page.wait_for_function("window.koe.timings.firstAudioPlayed !== undefined", timeout=WAIT_MS)
+    page.wait_for_function("window.koe.level > 0", timeout=WAIT_MS)  # audible
+    page.click("#stop")
+    frames_at_stop = page.evaluate("window.koe.audioFrames")
+    page.wait_for_function("window.koe.log.includes('interrupted')", timeout=WAIT_MS)
+    page.wait_for_timeout(1000)  # a second in which nothing may play
+    after = page.evaluate("window.koe")
+    assert after["state"] == "stopped" and after["clearedAck"]
+    assert after["samplesAfterStop"] == 0 and after["level"] == 0 and after["queued"] <= 0
+    assert after["audioFrames"] == frames_at_stop  # audio still in flight was dropped, not queued
+    assert page.is_disabled("#stop")
+    assert errors == []
