@@ -24,6 +24,7 @@ from koe.engine.assets import (
 )
 from koe.engine.base import Engine, SynthesisRequest
 from koe.engine.onnx import OnnxEngine, OnnxOptions
+from koe.engine.timing import WordSpan
 from koe.engine.voices import AMERICAN, BRITISH, DEFAULT_VOICE, ENGLISH_VOICES, VoiceBank
 from koe.errors import ConfigError
 from koe.g2p.base import G2P
@@ -63,7 +64,17 @@ class SpeechOptions:
     graph_optimization: str = "all"
     voices: tuple[str, ...] = ENGLISH_VOICES
     warmup: bool = True
+    windowed: bool = False  # windowed decoding in engine.stream() (docs/engine.md, "Streaming decoder")
     langs: tuple[str, ...] = field(default=LANGS)
+
+
+@dataclass(frozen=True, slots=True)
+class PhonemePiece:
+    """One engine request's phonemes and the words spoken in it (phoneme spans relative to this piece,
+    text spans in the text given to :meth:`Speech.phonemize_words`)."""
+
+    phonemes: str
+    words: tuple[WordSpan, ...]
 
 
 def resolve_source(options: SpeechOptions) -> ModelSource:
@@ -93,7 +104,11 @@ class Speech:
         source = resolve_source(options)
         engine = OnnxEngine(
             source.model_bytes(),
-            OnnxOptions(threads=options.threads, graph_optimization=options.graph_optimization),
+            OnnxOptions(
+                threads=options.threads,
+                graph_optimization=options.graph_optimization,
+                windowed=options.windowed,
+            ),
         )
         names = None if options.model_dir is not None else options.voices
         voices = VoiceBank.load(source.voices_dir, names)
@@ -106,12 +121,29 @@ class Speech:
 
     def phonemize(self, text: str, lang: str = AMERICAN) -> list[str]:
         """Phoneme pieces of ``text``, each within the model's window; ``[]`` when nothing is speakable."""
+        return [piece.phonemes for piece in self.phonemize_words(text, lang)]
+
+    def phonemize_words(self, text: str, lang: str = AMERICAN) -> list[PhonemePiece]:
+        """Like :meth:`phonemize`, with each piece's words: feed ``piece.words`` to the engine stream's
+        ``SegmentTiming.words`` to time them."""
         g2p = self._g2p.get(validate_lang(lang))
         if g2p is None:
             raise ConfigError(f"lang {lang} is not loaded; loaded: {', '.join(self._g2p)}")
         if not text.strip():
             return []
-        return split_phonemes(g2p.phonemize(text))
+        phonemes, spans = g2p.phonemize_words(text)
+        pieces: list[PhonemePiece] = []
+        cursor = 0
+        for piece in split_phonemes(phonemes):  # pieces are substrings: the phonemes are already normalized
+            offset = phonemes.find(piece, cursor)
+            cursor = offset + len(piece)
+            words = tuple(
+                WordSpan(s.text_start, s.text_end, s.phoneme_start - offset, s.phoneme_end - offset)
+                for s in spans
+                if offset <= s.phoneme_start and s.phoneme_end <= cursor
+            )
+            pieces.append(PhonemePiece(piece, words))
+        return pieces
 
     def synthesize_phonemes(self, phonemes: str, style: StyleTable, speed: float = 1.0) -> Audio:
         return self.engine.synthesize(SynthesisRequest(phonemes, style, validate_speed(speed)))

@@ -5,7 +5,10 @@ from pathlib import Path
 import pytest
 
 from koe.engine.assets import install_voices
+from koe.engine.onnx import OnnxEngine
+from koe.engine.streaming import StreamingDecoder
 from koe.engine.voices import ENGLISH_VOICES, VoiceBank
+from koe.speech import Speech
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +20,19 @@ def installed_voices() -> Path:
 @pytest.fixture(scope="session")
 def voice_bank(installed_voices: Path) -> VoiceBank:
     return VoiceBank.load(installed_voices, ENGLISH_VOICES)
+
+
+#: Voices the streaming tests calibrate (each costs ~10-20 s of CPU once, then is cached on disk).
+STREAMING_VOICES = ("af_heart", "am_michael", "bf_emma")
+
+
+@pytest.fixture(scope="session")
+def streaming(speech: Speech) -> StreamingDecoder:
+    """The shared engine's verified stage cut, with :data:`STREAMING_VOICES` calibrated."""
+    engine = speech.engine
+    assert isinstance(engine, OnnxEngine)
+    if engine.streaming is None:
+        pytest.fail("the stage cut did not verify on the packaged model (see the log)")
+    for voice in STREAMING_VOICES:
+        engine.streaming.calibration.calibrate(speech.voices.resolve(voice))
+    return engine.streaming

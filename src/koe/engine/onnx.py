@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import onnxruntime as ort
 
+from koe.engine.assets import cache_dir
 from koe.engine.base import SynthesisRequest
+from koe.engine.streaming import BufferedAudio, StreamEvent, StreamingDecoder, whole_stream
 from koe.engine.vocab import tokenize
 from koe.errors import AssetError, SynthesisError
 from koe.types import SAMPLE_RATE, Audio
@@ -29,6 +33,8 @@ class OnnxOptions:
     threads: int | None = None  # intra-op threads; None = all cores
     graph_optimization: str = "all"  # "basic" | "extended" | "all"
     providers: tuple[str, ...] | None = None  # None = CUDA when available, else CPU
+    streaming: bool = True  # derive the stage cut: word timings and streaming (docs/engine.md)
+    windowed: bool = False  # decode in windows by default; off: it fails the quality gate (docs/engine.md)
 
 
 _OPT_LEVELS = {
@@ -68,6 +74,10 @@ class OnnxEngine:
             self._session = ort.InferenceSession(model, session_options, providers=providers)
         except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
             raise AssetError(f"ONNX Runtime could not load the model: {exc}") from exc
+
+        def make_session(data: bytes) -> ort.InferenceSession:
+            return ort.InferenceSession(data, session_options, providers=providers)
+
         inputs = {i.name for i in self._session.get_inputs()}
         token_inputs = [name for name in _TOKEN_INPUTS if name in inputs]
         if not token_inputs or not {"style", "speed"} <= inputs:
@@ -77,15 +87,44 @@ class OnnxEngine:
         self._token_input = token_inputs[0]
         self.providers = self._session.get_providers()
         logger.info("ONNX engine on %s, %d threads", self.providers, session_options.intra_op_num_threads)
+        self.streaming: StreamingDecoder | None = None
+        if options.streaming:
+            self.streaming = StreamingDecoder.load(
+                model,
+                make_session,
+                self._token_input,
+                self._decode,
+                cache_dir() / "calibration",
+                windowed=options.windowed,
+            )
 
     def synthesize(self, request: SynthesisRequest) -> Audio:
         ids = tokenize(request.phonemes)
         if not ids:
             return np.zeros(0, dtype=np.float32)
+        return self._decode(ids, request.style[len(ids) - 1], request.speed)
+
+    def stream(
+        self,
+        request: SynthesisRequest,
+        *,
+        buffered_s: BufferedAudio | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[StreamEvent]:
+        """The segment's timing, then its audio: whole (default) or window by window with
+        ``OnnxOptions(windowed=True)`` (see :mod:`koe.engine.streaming`); one whole chunk without timing when
+        the stage cut is unavailable. Raises ``SynthesisError`` like ``synthesize``.
+        """
+        if self.streaming is None:
+            tokenize(request.phonemes)  # refuse an over-long segment now, as the windowed path does
+            return whole_stream(lambda: self.synthesize(request), cancel)
+        return self.streaming.stream(request, buffered_s=buffered_s, cancel=cancel)
+
+    def _decode(self, ids: list[int], style_row: npt.NDArray[np.float32], speed: float) -> Audio:
         feeds = {
             self._token_input: np.array([[_PAD, *ids, _PAD]], dtype=np.int64),
-            "style": request.style[len(ids) - 1],
-            "speed": np.array([request.speed], dtype=np.float32),
+            "style": style_row,
+            "speed": np.array([speed], dtype=np.float32),
         }
         try:
             (audio,) = self._session.run(None, feeds)[:1]

@@ -37,8 +37,8 @@ logger = logging.getLogger(__name__)
 
 HF_REPO = "hexgrad/Kokoro-82M"
 WEIGHTS_FILE = "kokoro-v1_0.pth"
-#: sha256 of ``kokoro-v1_0.pth`` (hexgrad/Kokoro-82M, revision f3ff357), as several independent projects pin it;
-#: no copy is reachable from the machine koe is developed on, so it was not hashed here.
+#: sha256 of ``kokoro-v1_0.pth`` (hexgrad/Kokoro-82M, revision f3ff357), as several independent projects
+#: pin it; no copy is reachable from the machine koe is developed on, so it was not hashed here.
 WEIGHTS_SHA256 = "496dba118d1a58f5f3db2efc88dbdc216e0483fc89fe6e47ee1f2c53f18ad1e4"
 #: The checkpoint's top-level keys: one state dict per KModel component.
 COMPONENTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")

@@ -12,6 +12,7 @@ import threading
 from functools import cache
 from typing import Any
 
+from koe.engine.timing import WordSpan
 from koe.errors import AssetError, SynthesisError
 
 logger = logging.getLogger(__name__)
@@ -65,11 +66,37 @@ class MisakiG2P:
         self._g2p = _offline_g2p(british)
 
     def phonemize(self, text: str) -> str:
+        return self.phonemize_words(text)[0]
+
+    def phonemize_words(self, text: str) -> tuple[str, list[WordSpan]]:
+        """Phonemes (single spaces between words) and, per word of ``text``, its characters there and its
+        phonemes. Punctuation is spoken (as pauses) but is no word; unreadable words have no phonemes."""
         with _PIPELINE_LOCK:
             try:
-                phonemes, _tokens = self._g2p(text)
+                _phonemes, tokens = self._g2p(text)
             except Exception as exc:  # misaki/spaCy raise assorted errors on odd input
                 raise SynthesisError(f"G2P failed: {exc}") from exc
-        if UNKNOWN in phonemes:
-            logger.debug("G2P could not read some words; they are skipped")
-        return str(phonemes).replace(UNKNOWN, "")
+        out: list[str] = []
+        length = 0
+        spans: list[WordSpan] = []
+        cursor = 0  # where the next token's text is searched in ``text``
+        space = False
+        for token in tokens:
+            phonemes = " ".join((token.phonemes or "").replace(UNKNOWN, "").split())
+            if token.phonemes is None or UNKNOWN in token.phonemes:
+                logger.debug("G2P could not read %r; it is skipped", token.text)
+            word = token.text.strip()  # spaCy folds runs of extra spaces into the next token's text
+            found = text.find(word, cursor) if word else -1
+            if found >= 0:
+                cursor = found + len(word)
+            if phonemes:
+                if space and out:
+                    out.append(" ")
+                    length += 1
+                if found >= 0 and any(char.isalnum() for char in word):
+                    spans.append(WordSpan(found, cursor, length, length + len(phonemes)))
+                out.append(phonemes)
+                length += len(phonemes)
+                space = False
+            space = space or bool(token.whitespace)
+        return "".join(out), spans

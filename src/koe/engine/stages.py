@@ -1,0 +1,209 @@
+"""Kokoro's single ONNX graph cut in two, in memory: a fast front (stage A) and the vocoder (stage B).
+
+Stage A (tokens, style, speed → per-token durations, frame-aligned features, F0 and energy curves, and the
+harmonic source for the whole segment) costs a few percent of the synthesis. Stage B (the decoder and the
+iSTFTNet generator) is the rest, and it can run on windows of frames — but every AdaIN block normalizes
+over the whole time axis, so stage B is derived twice: once computing its normalization statistics (the
+whole decode, which also *outputs* them for calibration) and once taking them as inputs (frozen per voice
+by :mod:`koe.engine.calibration`, so a short window sounds like the whole). Computing the harmonic source in
+stage A keeps the sine phase continuous across windows. See ``docs/engine.md`` ("Streaming decoder").
+
+The cut uses tensor names of the kokoro-onnx int8/fp32 export; another export lacks them, and
+:func:`load_stages` then returns ``None`` with a logged reason so the engine decodes whole segments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import onnx
+import onnxruntime as ort
+from onnx.utils import Extractor
+
+from koe.engine.timing import FRAME_SAMPLES
+from koe.engine.vocab import tokenize
+from koe.errors import AssetError, SynthesisError
+from koe.types import Audio
+
+logger = logging.getLogger(__name__)
+
+DURATIONS = "/encoder/Gather_output_0"  # int64 [n + 2]: frames per token, padding tokens included
+FEATURES = "/encoder/MatMul_1_output_0"  # float [1, 512, T]: text features aligned to frames
+F0 = "/encoder/Reshape_output_0"  # float [1, 2T]: pitch curve (Hz), two values per frame
+ENERGY = "/encoder/Reshape_1_output_0"  # float [1, 2T]
+HARMONIC = "/decoder/decoder/generator/Squeeze_output_0"  # float [1, 600 T]: sine source at audio rate
+_CUT = (FEATURES, F0, ENERGY, HARMONIC)
+#: Values per frame of each cut tensor along its last (time) axis.
+_PER_FRAME = {FEATURES: 1, F0: 2, ENERGY: 2, HARMONIC: FRAME_SAMPLES}
+_STYLE = "style"
+_SPEED = "speed"
+_AUDIO = "audio"
+_VOCODER_PREFIX = "/decoder/"
+_STATISTIC_OP = "ReduceMean"
+
+#: The probe that proves the cut ("Please call Stella."): short, because it is decoded three times at load,
+#: yet long enough (80 frames with the probe style) to time windows on.
+PROBE_PHONEMES = "plˈiz kˈɔl stˈɛlə."
+
+FloatArray = npt.NDArray[np.float32]
+#: Normalization statistics of stage B, in the order of :attr:`Stages.statistic_names`.
+Statistics = tuple[FloatArray, ...]
+SessionFactory = Callable[[bytes], ort.InferenceSession]
+
+
+@dataclass(frozen=True, slots=True)
+class Front:
+    """Stage A's output for one segment: durations and the frame-rate tensors stage B decodes."""
+
+    durations: npt.NDArray[np.int64]
+    tensors: dict[str, FloatArray]  # the cut tensors, full length
+
+    @property
+    def frames(self) -> int:
+        return int(self.durations.sum())
+
+    def window(self, start: int, end: int) -> dict[str, FloatArray]:
+        """The cut tensors for frames ``[start, end)``: stage B's input for that window."""
+        return {name: value[..., start * _PER_FRAME[name] : end * _PER_FRAME[name]]
+                for name, value in self.tensors.items()}  # fmt: skip
+
+
+class Stages:
+    """Three sessions: the front, the vocoder with its own statistics, the vocoder with frozen ones."""
+
+    def __init__(
+        self,
+        front: ort.InferenceSession,
+        vocoder: ort.InferenceSession,
+        frozen: ort.InferenceSession,
+        token_input: str,
+        statistic_names: tuple[str, ...],
+    ) -> None:
+        self._front = front
+        self._vocoder = vocoder
+        self._frozen = frozen
+        self._token_input = token_input
+        self.statistic_names = statistic_names
+
+    def run_front(self, ids: list[int], style_row: FloatArray, speed: float) -> Front:
+        """Stage A on one segment's token ids (without the padding tokens, which are added here)."""
+        feeds: dict[str, npt.NDArray[np.generic]] = {
+            self._token_input: np.array([[0, *ids, 0]], dtype=np.int64),
+            _STYLE: style_row,
+            _SPEED: np.array([speed], dtype=np.float32),
+        }
+        durations, *tensors = self._run(self._front, feeds, [DURATIONS, *_CUT])
+        return Front(np.asarray(durations, dtype=np.int64), dict(zip(_CUT, tensors, strict=True)))
+
+    def decode(self, front: Front, style_row: FloatArray) -> tuple[Audio, Statistics]:
+        """The whole segment with its own statistics (identical to the single graph), and those statistics."""
+        audio, *statistics = self._run(
+            self._vocoder, {**front.tensors, _STYLE: style_row}, [_AUDIO, *self.statistic_names]
+        )
+        return audio.reshape(-1), tuple(statistics)
+
+    def decode_window(
+        self, front: Front, style_row: FloatArray, statistics: Statistics, start: int, end: int
+    ) -> Audio:
+        """Frames ``[start, end)`` with frozen statistics: ``(end - start) * 600`` samples."""
+        feeds = {**front.window(start, end), _STYLE: style_row}
+        feeds.update(zip(self.statistic_names, statistics, strict=True))
+        (audio,) = self._run(self._frozen, feeds, [_AUDIO])
+        return audio.reshape(-1)
+
+    @staticmethod
+    def _run(
+        session: ort.InferenceSession, feeds: Mapping[str, npt.NDArray[np.generic]], outputs: list[str]
+    ) -> list[FloatArray]:
+        try:
+            result: list[FloatArray] = session.run(outputs, feeds)
+        except Exception as exc:  # onnxruntime's errors are untyped
+            raise SynthesisError(f"stage inference failed: {exc}") from exc
+        return result
+
+
+def derive(model: bytes, make_session: SessionFactory, token_input: str) -> Stages:
+    """Cut ``model`` into the three stage sessions; raises ``AssetError`` when the graph is another export."""
+    try:
+        proto = onnx.load_from_string(model)
+    except Exception as exc:  # onnx raises DecodeError and friends
+        raise AssetError(f"the model could not be parsed by onnx: {exc}") from exc
+    produced = {output for node in proto.graph.node for output in node.output}
+    missing = [name for name in (DURATIONS, *_CUT, _AUDIO) if name not in produced]
+    inputs = {value.name for value in proto.graph.input}
+    missing += [name for name in (token_input, _STYLE, _SPEED) if name not in inputs]
+    if missing:
+        raise AssetError(f"the graph has no tensors {missing}: not the export the stage cut was made for")
+    statistics = tuple(
+        output
+        for node in proto.graph.node
+        if node.op_type == _STATISTIC_OP and node.name.startswith(_VOCODER_PREFIX)
+        for output in node.output
+    )
+    if not statistics:
+        raise AssetError(f"the vocoder has no {_STATISTIC_OP} nodes to freeze: not the expected export")
+    extractor = Extractor(proto)
+    try:
+        front = extractor.extract_model([token_input, _STYLE, _SPEED], [DURATIONS, *_CUT])
+        vocoder = extractor.extract_model([*_CUT, _STYLE], [_AUDIO, *statistics])
+        frozen = extractor.extract_model([*_CUT, _STYLE, *statistics], [_AUDIO])
+    except Exception as exc:  # onnx's extractor raises assorted errors on unexpected graphs
+        raise AssetError(f"the graph could not be cut into stages: {exc}") from exc
+    for name, part, expected in (
+        ("stage A", front, {token_input, _STYLE, _SPEED}),
+        ("stage B", vocoder, {*_CUT, _STYLE}),
+        ("stage B (frozen)", frozen, {*_CUT, _STYLE, *statistics}),
+    ):
+        got = {value.name for value in part.graph.input}
+        if got != expected:
+            raise AssetError(f"{name} needs inputs {sorted(got - expected)} beyond the cut")
+    try:
+        front_session, vocoder_session, frozen_session = (
+            make_session(part.SerializeToString()) for part in (front, vocoder, frozen)
+        )
+    except Exception as exc:  # onnxruntime refuses a derived graph
+        raise AssetError(f"ONNX Runtime could not load a stage: {exc}") from exc
+    return Stages(front_session, vocoder_session, frozen_session, token_input, statistics)
+
+
+WholeDecode = Callable[[list[int], FloatArray, float], Audio]
+
+
+def verify(stages: Stages, whole: WholeDecode, style_row: FloatArray) -> tuple[Front, Statistics]:
+    """Prove on the probe that A→B reproduces the single graph bit for bit, with its own statistics both
+    computed and fed back frozen; raises ``AssetError`` otherwise. Returns the probe's front and statistics
+    (reused to measure the window cost model)."""
+    ids = tokenize(PROBE_PHONEMES)
+    expected = whole(ids, style_row, 1.0)
+    front = stages.run_front(ids, style_row, 1.0)
+    if front.frames * FRAME_SAMPLES != expected.size:
+        raise AssetError(
+            f"durations sum to {front.frames} frames ({front.frames * FRAME_SAMPLES} samples) but the whole "
+            f"graph gives {expected.size} samples"
+        )
+    audio, statistics = stages.decode(front, style_row)
+    if not np.array_equal(audio, expected):
+        raise AssetError(f"stage A→B differs from the whole graph by {np.abs(audio - expected).max():.3g}")
+    refed = stages.decode_window(front, style_row, statistics, 0, front.frames)
+    if not np.array_equal(refed, expected):
+        raise AssetError(f"stage B with statistics fed back differs by {np.abs(refed - expected).max():.3g}")
+    return front, statistics
+
+
+def load_stages(
+    model: bytes, make_session: SessionFactory, token_input: str, whole: WholeDecode, style_row: FloatArray
+) -> tuple[Stages, Front, Statistics] | None:
+    """Derived and verified stages with the probe's front and statistics, or ``None`` (logged) when the
+    engine must decode whole segments."""
+    try:
+        stages = derive(model, make_session, token_input)
+        front, statistics = verify(stages, whole, style_row)
+    except (AssetError, SynthesisError) as exc:
+        logger.warning("streaming decoder disabled, whole segments will be decoded: %s", exc.message)
+        return None
+    logger.info("stage cut verified bit-exact on a %d-frame probe", front.frames)
+    return stages, front, statistics

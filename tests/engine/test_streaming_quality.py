@@ -1,0 +1,100 @@
+"""The quality gate for windowed decoding, on held-out sentences with several voices and speeds.
+
+Windows are small and fixed (the most joins). What passes: transcripts equal the whole decode's, the level
+stays within 3 dB, and joins stand out by at most 1 dB from the rest of the utterance (measured against a
+whole decode with the same frozen statistics, which isolates windowing). What fails: spectral balance —
+per-voice frozen statistics fit some sentences and not others (up to ~8 dB in a mel band), beyond the
+model's ~3 dB take-to-take variation; so windowing is not the default (docs/engine.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from koe.engine.base import SynthesisRequest
+from koe.engine.onnx import OnnxOptions
+from koe.engine.quality import compare
+from koe.engine.streaming import AudioChunk, StreamingDecoder
+from koe.engine.vocab import tokenize
+from koe.speech import Speech
+from support import Transcriber, words
+
+pytestmark = pytest.mark.slow
+
+#: Not the calibration sentences, nor the probe.
+HELD_OUT = [
+    ("af_heart", 0.8, "The museum opens at noon, so we can sleep late."),
+    ("am_michael", 1.3, "Turn left after the bridge and park behind the library."),
+    ("bf_emma", 1.0, "My sister painted the kitchen yellow last summer."),
+]
+TAKE_TO_TAKE_DB = 3.0
+SEAM_MARGIN_DB = 1.0
+WINDOW_FRAMES = 12
+
+
+Decoded = dict[str, object]
+Case = tuple[str, float, str]
+
+
+@pytest.fixture(scope="module")
+def decodings() -> dict[Case, Decoded]:
+    """Each case is decoded once for the whole module (three decodes of a sentence each)."""
+    return {}
+
+
+def _decode(speech: Speech, streaming: StreamingDecoder, cache: dict[Case, Decoded], case: Case) -> Decoded:
+    if case in cache:
+        return cache[case]
+    voice, speed, text = case
+    (phonemes,) = speech.phonemize(text, speech.voices.lang_of(voice))
+    style = speech.voices.resolve(voice)
+    request = SynthesisRequest(phonemes, style, speed)
+    segment = streaming.stream(request, window_frames=WINDOW_FRAMES, windowed=True)
+    chunks = [event for event in segment if isinstance(event, AudioChunk)]
+    ids = tokenize(phonemes)
+    row = style[len(ids) - 1]
+    front = streaming.stages.run_front(ids, row, speed)
+    statistics = streaming.calibration.lookup(style)
+    assert statistics is not None
+    cache[case] = {
+        "windowed": np.concatenate([chunk.audio for chunk in chunks]),
+        "joins": [chunk.start for chunk in chunks[1:]],
+        "whole": speech.engine.synthesize(request),
+        "frozen": streaming.stages.decode_window(front, row, statistics, 0, front.frames),
+    }
+    return cache[case]
+
+
+@pytest.mark.parametrize(("voice", "speed", "text"), HELD_OUT)
+def test_windowed_speech_is_heard_as_the_whole_decode_with_unremarkable_joins(
+    speech: Speech,
+    streaming: StreamingDecoder,
+    transcribe: Transcriber,
+    decodings: dict[Case, Decoded],
+    voice: str,
+    speed: float,
+    text: str,
+) -> None:
+    decoded = _decode(speech, streaming, decodings, (voice, speed, text))
+    windowed, whole, frozen = (decoded[key] for key in ("windowed", "whole", "frozen"))
+    joins = decoded["joins"]
+    assert all(isinstance(audio, np.ndarray) for audio in (windowed, whole, frozen))
+    assert isinstance(joins, list) and len(joins) >= 5
+    heard = words(transcribe(windowed))
+    assert heard == words(transcribe(whole))
+    assert heard == words(text)
+    assert abs(compare(windowed, whole).level_db) <= TAKE_TO_TAKE_DB
+    seams = compare(windowed, frozen, joins)
+    assert seams.seam_db <= seams.elsewhere_db + SEAM_MARGIN_DB
+
+
+def test_windowing_is_not_the_default_because_frozen_statistics_miss_the_balance_gate(
+    speech: Speech, streaming: StreamingDecoder, decodings: dict[Case, Decoded]
+) -> None:
+    """If better statistics ever pass here, revisit the default (and this test will say so by failing)."""
+    decoded = _decode(speech, streaming, decodings, HELD_OUT[0])
+    windowed, whole = decoded["windowed"], decoded["whole"]
+    assert isinstance(windowed, np.ndarray) and isinstance(whole, np.ndarray)
+    assert compare(windowed, whole).balance_db > TAKE_TO_TAKE_DB
+    assert OnnxOptions().windowed is False and streaming.windowed is False
