@@ -199,10 +199,146 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- koe bench -----------------------------------------------------------------------------------------
+
+_PIPED_WIDTH = 120
+
+
+def _register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="time to first audio, gaps, barge-in and capacity: koe vs its baselines"
+    )
+    parser.add_argument("--quick", action="store_true", help="short smoke run (short text, 1 repeat, N ≤ 2)")
+    parser.add_argument("--url", help="a running koe server (default: start one in this process)")
+    parser.add_argument("-o", "--out", type=Path, default=Path("bench-results"), help="JSON and PNG folder")
+    parser.add_argument("--repeats", type=int, help="runs per strategy (default 5, quick 1)")
+    parser.add_argument("--max-sessions", type=int, help="largest capacity level (default 8, quick 2)")
+    parser.add_argument("--tokens-per-s", type=float, help="simulated LLM rate (default 30)")
+    parser.add_argument(
+        "--first-token-delay", type=float, help="simulated LLM first-token delay (default 0.3 s)"
+    )
+    parser.add_argument("--ttfa-threshold", type=float, help="capacity limit on request → first audio (s)")
+    parser.set_defaults(handler=_run_bench)
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from koe.agent.replay import ReplayPace
+    from koe.bench import report
+    from koe.bench.config import BenchConfig
+    from koe.bench.run import run
+
+    pace = None
+    if args.tokens_per_s is not None or args.first_token_delay is not None:
+        default = ReplayPace()
+        pace = ReplayPace(
+            args.tokens_per_s if args.tokens_per_s is not None else default.tokens_per_s,
+            args.first_token_delay if args.first_token_delay is not None else default.first_token_delay_s,
+        )
+    config = BenchConfig.for_run(
+        args.out,
+        quick=args.quick,
+        url=args.url,
+        pace=pace,
+        repeats=args.repeats,
+        max_sessions=args.max_sessions,
+        ttfa_threshold_s=args.ttfa_threshold,
+    )
+    results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
+    paths = report.write(results, traces, config.out)
+    # piped output gets wide tables rather than 80 columns of wrapped cells
+    report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
+    _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+# --- koe serve ----------------------------------------------------------------------------------------
+
+
+def _register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve the SageMaker contract, the streaming protocol and the OpenAI speech API"
+    )
+    parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: KOE_PORT or 8080)")
+    parser.add_argument("--workers", type=int, help="concurrent synthesis calls (default: KOE_WORKERS or 2)")
+    parser.add_argument("--model-dir", help="directory with one .onnx and voices (default: KOE_MODEL_DIR)")
+    parser.add_argument(
+        "--download", action="store_true", help="fetch the fp32 model and voices from Hugging Face"
+    )
+    parser.add_argument(
+        "--threads", type=int, help="ONNX Runtime threads per worker (default: KOE_THREADS_PER_WORKER or 2)"
+    )
+    parser.set_defaults(handler=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from koe.server.serve import serve
+    from koe.settings import Settings
+
+    settings = Settings.from_env(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        model_dir=Path(args.model_dir) if args.model_dir else None,
+        download=args.download or None,
+        threads_per_worker=args.threads,
+    )
+    _stderr.print(f"koe on http://{settings.host}:{settings.port} — /ping answers 200 once the model is warm")
+    serve(settings)
+    return 0
+
+
+# --- koe agent ----------------------------------------------------------------------------------------
+
+
+def _register_agent(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "agent", help="serve the voice agent alone (AgentCore contract) against a remote koe TTS endpoint"
+    )
+    parser.add_argument("--tts-url", required=True, help="the koe TTS server, e.g. http://tts:8080")
+    parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: KOE_PORT or 8080)")
+    kinds = ["auto", "openai", "bedrock", "local", "none"]
+    parser.add_argument("--llm", choices=kinds, help="which LLM (default: KOE_LLM, else auto)")
+    parser.add_argument("--model", help="LLM model name or Bedrock model id (default: KOE_LLM_MODEL)")
+    parser.add_argument("--base-url", help="OpenAI-compatible API root (default: KOE_LLM_BASE_URL)")
+    parser.add_argument("--region", help="Bedrock region (default: KOE_LLM_REGION, then boto3's)")
+    parser.add_argument("--max-tokens", type=int, help="answer length limit (default: KOE_LLM_MAX_TOKENS)")
+    parser.set_defaults(handler=_run_agent)
+
+
+def _run_agent(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from koe.agent.config import LLMConfig
+    from koe.agent.remote import RemoteSpeaker, remote_voices
+    from koe.agent.routes import create_agent_app
+    from koe.agent.service import VoiceAgent
+    from koe.server.serve import uvicorn_config
+    from koe.settings import Settings
+
+    settings = Settings.from_env(host=args.host, port=args.port)
+    flags = {name: getattr(args, name) for name in ("model", "base_url", "region", "max_tokens")}
+    llm = LLMConfig.from_env(kind=args.llm, **flags)
+    speaker = RemoteSpeaker(args.tts_url, remote_voices(args.tts_url))
+    where = f"http://{settings.host}:{settings.port}"
+    _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {args.tts_url}")
+    uvicorn.Server(uvicorn_config(create_agent_app(VoiceAgent(speaker, llm)), settings)).run()
+    return 0
+
+
 # --- entry point -------------------------------------------------------------------------------------------
 
 
-_REGISTRARS = (_register_say, _register_voices, _register_install, _register_doctor)
+_REGISTRARS = (
+    _register_say,
+    _register_voices,
+    _register_install,
+    _register_doctor,
+    _register_bench,
+    _register_serve,
+    _register_agent,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

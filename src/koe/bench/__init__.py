@@ -1,0 +1,1 @@
+"""Benchmarks behind ``koe bench``: koe and its baselines in the same run, reporting medians."""

@@ -1,0 +1,103 @@
+"""What one ``koe bench`` run measures: the answer, its pace, repeats and limits, for a full or quick run.
+
+The default answer is a realistic spoken reply in three paragraphs: a short first sentence, then long
+sentences after short ones (where a plain sentence split leaves the listener waiting). At the replay's
+default pace (30 tokens/s after 0.3 s) its first sentence is complete after ~0.6 s and the whole answer
+after ~5 s: the seed's figures for a hosted LLM.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from koe.agent.replay import ReplayPace
+from koe.errors import ConfigError
+
+ANSWER = (
+    "Sure, here's how to get there. Take the Red Line north to Central Station, then switch to the Blue "
+    "Line toward the airport; trains come every six minutes during the day.\n\n"
+    "The ride takes about twenty-five minutes. Get off at Harbor Street, walk two blocks east past the "
+    "bakery, and the museum is on your left, right across from the fountain.\n\n"
+    "If you'd rather not transfer, the 42 bus goes there directly, but it's slower at rush hour. Bring a "
+    "jacket, it gets windy by the water."
+)
+#: Two short paragraphs: enough for every strategy to differ, short enough for a smoke run.
+QUICK_ANSWER = (
+    "Sure, here's the short version. Take the Red Line north to Central Station.\n\n"
+    "The ride takes about twenty minutes."
+)
+VOICE = "af_heart"
+#: Request → first audio above this fails a capacity level (koe's target after the first sentence is
+#: ~0.8 s; the sentence itself takes ~0.6 s to arrive).
+TTFA_THRESHOLD_S = 2.0
+ENGINE_SIZES = (16, 32, 64, 128, 256, 384, 500)
+QUICK_ENGINE_SIZES = (16, 64, 128)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """One run's parameters; ``for_run`` fills in the full or quick defaults.
+
+    Attributes:
+        url: a running koe server (``None``: start one in this process).
+        repeats: runs of each strategy in the agent and peer scenarios.
+        barge_ins: cancels in the barge-in scenario (p95 from 20 on).
+        max_sessions: the largest capacity level tried.
+    """
+
+    out: Path
+    quick: bool = False
+    url: str | None = None
+    answer: str = ANSWER
+    pace: ReplayPace = field(default_factory=ReplayPace)
+    voice: str = VOICE
+    repeats: int = 5
+    barge_ins: int = 20
+    max_sessions: int = 8
+    ttfa_threshold_s: float = TTFA_THRESHOLD_S
+    engine_sizes: tuple[int, ...] = ENGINE_SIZES
+    engine_repeats: int = 3
+    seed: int = 7
+
+    def __post_init__(self) -> None:
+        for name in ("repeats", "barge_ins", "max_sessions", "engine_repeats"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"bench {name}: expected an integer >= 1, got {getattr(self, name)}")
+        if not (math.isfinite(self.ttfa_threshold_s) and self.ttfa_threshold_s > 0):
+            raise ConfigError(f"bench ttfa threshold: expected seconds > 0, got {self.ttfa_threshold_s}")
+        if not self.answer.strip():
+            raise ConfigError("bench answer: expected some text, got none")
+
+    @classmethod
+    def for_run(
+        cls,
+        out: Path,
+        *,
+        quick: bool,
+        url: str | None = None,
+        pace: ReplayPace | None = None,
+        repeats: int | None = None,
+        max_sessions: int | None = None,
+        ttfa_threshold_s: float | None = None,
+    ) -> BenchConfig:
+        """Full or quick defaults, then the given overrides (``None`` keeps the default)."""
+        config = cls(out, quick, url)
+        if quick:
+            config = replace(
+                config,
+                answer=QUICK_ANSWER,
+                repeats=1,
+                barge_ins=2,
+                max_sessions=2,
+                engine_sizes=QUICK_ENGINE_SIZES,
+                engine_repeats=1,
+            )
+        return replace(
+            config,
+            pace=config.pace if pace is None else pace,
+            repeats=config.repeats if repeats is None else repeats,
+            max_sessions=config.max_sessions if max_sessions is None else max_sessions,
+            ttfa_threshold_s=config.ttfa_threshold_s if ttfa_threshold_s is None else ttfa_threshold_s,
+        )

@@ -1,0 +1,64 @@
+"""The peer library, ``kokoro-onnx``, in this process on koe's own model and voices.
+
+kokoro-onnx takes file paths, so the joined int8 model and the voice tables are written to a temporary
+directory for it. It runs with its own defaults (its G2P is espeak-ng, its ONNX session uses every core),
+which is what a user of that library gets; koe's side of the comparison is its server, same text, voice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from koe.bench.stats import Chunk
+from koe.bench.turns import TurnTrace
+from koe.engine.voices import VoiceBank
+
+PEER = "kokoro-onnx"
+LANG = "en-us"
+
+
+def load_kokoro_onnx(model: bytes, voices: VoiceBank, workdir: Path) -> Any:
+    """A ``kokoro_onnx.Kokoro`` on ``model`` and every voice of ``voices``, files kept in ``workdir``.
+
+    kokoro-onnx comes with the ``bench`` extra (``koe bench`` checks for it before it starts).
+    """
+    from kokoro_onnx import Kokoro
+
+    model_path, voices_path = workdir / "model.onnx", workdir / "voices.npz"
+    model_path.write_bytes(model)
+    tables: dict[str, Any] = {name: voices.resolve(name) for name in voices.names()}
+    np.savez(voices_path, **tables)
+    return Kokoro(str(model_path), str(voices_path))
+
+
+def version() -> str:
+    from importlib.metadata import version as installed
+
+    return installed("kokoro-onnx")
+
+
+async def create_turn(kokoro: Any, text: str, voice: str) -> TurnTrace:
+    """``Kokoro.create``: the whole text at once, audio when all of it is made."""
+    trace = TurnTrace("kokoro_onnx_create", first_sentence_at=0.0)
+    started = time.monotonic()
+    audio, rate = await asyncio.to_thread(kokoro.create, text, voice=voice, lang=LANG)
+    trace.done_at = time.monotonic() - started
+    trace.chunks.append(Chunk(trace.done_at, len(audio) / rate))
+    return trace
+
+
+async def create_stream_turn(kokoro: Any, text: str, voice: str) -> TurnTrace:
+    """``Kokoro.create_stream``: the whole text at once, audio batch by batch as it is made."""
+    trace = TurnTrace("kokoro_onnx_create_stream", first_sentence_at=0.0)
+    started = time.monotonic()
+    async for audio, rate in kokoro.create_stream(text, voice=voice, lang=LANG):
+        at = time.monotonic() - started
+        trace.segments.append(at)
+        trace.chunks.append(Chunk(at, len(audio) / rate))
+    trace.done_at = time.monotonic() - started
+    return trace

@@ -1,0 +1,306 @@
+"""``koe bench``: every scenario in one run, koe and its baselines side by side on the same machine and text.
+
+Order: the scenarios that need the server (agent answer, peer library, barge-in, capacity) run while it
+serves; the engine micro-benchmark runs last, with the server stopped and its model idle. Strategies of
+one scenario are interleaved within each repeat (the order rotates), so background load hits them alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from functools import partial
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from koe.bench import bargein, capacity, engine, peer
+from koe.bench.config import ANSWER, BenchConfig
+from koe.bench.stats import Summary, summarize, worst_case
+from koe.bench.target import in_process_server, wait_ready
+from koe.bench.turns import STRATEGIES, TURNS, TurnTrace, koe_turn
+from koe.engine.base import SynthesisRequest
+from koe.errors import ConfigError
+from koe.settings import Settings
+from koe.speech import Speech, SpeechOptions, resolve_source
+
+SCHEMA = "koe-bench/1"
+#: The issue's targets for this machine.
+TARGET_SPEEDUP = 5.0
+TARGET_CANCEL_S = 0.1
+
+
+def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric field of ``runs`` as a summary (fields that are ``None`` in every run are left out)."""
+    out: dict[str, Any] = {}
+    for key in runs[0]:
+        values = [r[key] for r in runs if r[key] is not None]
+        if values:
+            out[key] = asdict(summarize(values))
+    return out
+
+
+class _Step:
+    """One scenario's progress bar."""
+
+    def __init__(self, progress: Progress, label: str, total: int) -> None:
+        self._progress = progress
+        self._task: TaskID = progress.add_task(label, total=total)
+
+    def __call__(self) -> None:
+        self._progress.advance(self._task)
+
+    def stop(self) -> None:
+        """Done before its total (capacity stopping early): the bar ends where it got to."""
+        self._progress.update(self._task, total=self._progress.tasks[self._task].completed)
+
+
+class _Steps:
+    """Rich progress on stderr (stdout carries the table): one bar per scenario."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+
+    def add(self, label: str, total: int) -> _Step:
+        return _Step(self._progress, label, total)
+
+
+@contextmanager
+def _progress() -> Iterator[_Steps]:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+        yield _Steps(progress)
+
+
+async def _interleaved(
+    kinds: Mapping[str, Callable[[], Awaitable[TurnTrace]]], repeats: int, step: _Step
+) -> dict[str, list[TurnTrace]]:
+    """``repeats`` rounds of every kind, one at a time, the order rotating from round to round."""
+    names = list(kinds)
+    runs: dict[str, list[TurnTrace]] = {name: [] for name in names}
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            runs[name].append(await kinds[name]())
+            step()
+    return runs
+
+
+async def _agent(config: BenchConfig, url: str, steps: _Steps) -> tuple[dict[str, Any], dict[str, TurnTrace]]:
+    step = steps.add("1 agent answer (batch / AWS sample / koe)", config.repeats * len(STRATEGIES))
+    runs = await _interleaved(
+        {name: partial(TURNS[name], url, config.answer, config.pace, config.voice) for name in STRATEGIES},
+        config.repeats,
+        step,
+    )
+    strategies = {name: summarize_runs([t.metrics() for t in traces]) for name, traces in runs.items()}
+    koe_first = strategies["koe"]["first_audio_s"]["median"]
+    result = {
+        "strategies": strategies,
+        "ratios": {
+            "batch_over_koe_first_audio": strategies["batch"]["first_audio_s"]["median"] / koe_first,
+            "aws_sample_over_koe_first_audio": strategies["aws_sample"]["first_audio_s"]["median"]
+            / koe_first,
+        },
+        "timelines": {name: traces[-1].timeline() for name, traces in runs.items()},
+    }
+    return result, {name: traces[-1] for name, traces in runs.items()}
+
+
+async def _peer(config: BenchConfig, url: str, kokoro: Any, steps: _Steps) -> dict[str, Any]:
+    kinds: dict[str, Callable[[], Awaitable[TurnTrace]]] = {
+        "kokoro_onnx_create": partial(peer.create_turn, kokoro, config.answer, config.voice),
+        "kokoro_onnx_create_stream": partial(peer.create_stream_turn, kokoro, config.answer, config.voice),
+        "koe_whole_text": partial(koe_turn, url, config.answer, None, config.voice),
+    }
+    library = f"{peer.PEER} {peer.version()}"
+    runs = await _interleaved(
+        kinds, config.repeats, steps.add(f"2 peer library ({library})", 3 * config.repeats)
+    )
+    return {
+        "library": library,
+        "strategies": {name: summarize_runs([t.metrics() for t in traces]) for name, traces in runs.items()},
+    }
+
+
+async def _barge_in(config: BenchConfig, url: str, steps: _Steps) -> dict[str, Any]:
+    step = steps.add("3 barge-in", config.barge_ins)
+    runs = await bargein.run_barge_ins(url, config.answer, config.voice, config.barge_ins, config.seed, step)
+    return {
+        "runs": [asdict(r) for r in runs],
+        "cancel_to_cancelled_s": asdict(summarize([r.cancel_to_cancelled_s for r in runs])),
+        "cancel_to_last_audio_s": asdict(summarize([r.cancel_to_last_audio_s for r in runs])),
+        "audio_after_cancelled": sum(r.audio_after_cancelled for r in runs),
+    }
+
+
+async def _capacity(config: BenchConfig, url: str, steps: _Steps) -> dict[str, Any]:
+    counts = capacity.levels(config.max_sessions)
+    step = steps.add("4 capacity (N sessions)", len(counts))
+    levels: list[capacity.Level] = []
+    for n in counts:
+        level, _ = await capacity.run_level(
+            url, n, config.answer, config.pace, config.voice, config.ttfa_threshold_s
+        )
+        levels.append(level)
+        step()
+        if not level.ok:
+            step.stop()
+            break
+    passing = [lv.sessions for lv in levels if lv.ok]
+    return {
+        "threshold_s": config.ttfa_threshold_s,
+        "levels": [asdict(lv) for lv in levels],
+        "max_sessions_ok": max(passing) if passing else None,
+        "stopped_early": len(levels) < len(counts),
+    }
+
+
+def _engine(config: BenchConfig, speech: Speech, kokoro: Any, steps: _Steps) -> dict[str, Any]:
+    step = steps.add("5 engine (time vs tokens)", 1)
+    style = speech.voices.resolve(config.voice)
+    phonemes = " ".join(speech.phonemize(ANSWER))  # the full answer: ~480 tokens, enough for every size
+
+    def koe(ps: str) -> np.ndarray:
+        return speech.engine.synthesize(SynthesisRequest(ps, style))
+
+    def kokoro_onnx(ps: str) -> np.ndarray:
+        audio, _rate = kokoro.create(ps, voice=config.voice, is_phonemes=True, trim=False)
+        return np.asarray(audio)
+
+    scaling = engine.token_scaling(
+        {"koe": koe, peer.PEER: kokoro_onnx}, phonemes, config.engine_sizes, config.engine_repeats
+    )
+    step()
+    return {"engines": scaling}
+
+
+def _targets(report: dict[str, Any]) -> dict[str, Any]:
+    scenarios = report["scenarios"]
+    speedup = scenarios["agent"]["ratios"]["batch_over_koe_first_audio"]
+    gaps = scenarios["agent"]["strategies"]["koe"]["gap_count"]["max"]
+    cancel_s = worst_case(Summary(**scenarios["barge_in"]["cancel_to_last_audio_s"]))
+    return {
+        "first_audio_speedup_vs_batch": {
+            "target": TARGET_SPEEDUP,
+            "measured": speedup,
+            "met": speedup >= TARGET_SPEEDUP,
+        },
+        "gaps_one_session": {"target": 0, "measured": gaps, "met": gaps == 0},
+        "cancel_to_silence_s": {
+            "target": TARGET_CANCEL_S,
+            "measured": cancel_s,
+            "met": cancel_s < TARGET_CANCEL_S,
+        },
+    }
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "load_avg_1m": os.getloadavg()[0],
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "onnxruntime": version("onnxruntime"),
+    }
+
+
+async def _serve_and_measure(
+    config: BenchConfig, settings: Settings, speech: Speech, kokoro: Any, report: dict[str, Any]
+) -> dict[str, TurnTrace]:
+    with _progress() as steps:
+        with in_process_server(settings, speech) if config.url is None else _remote(config.url) as url:
+            agent, traces = await _agent(config, url, steps)
+            report["scenarios"]["agent"] = agent
+            report["scenarios"]["peer"] = await _peer(config, url, kokoro, steps)
+            report["scenarios"]["barge_in"] = await _barge_in(config, url, steps)
+            report["scenarios"]["capacity"] = await _capacity(config, url, steps)
+        report["rss_mb"]["after_server_scenarios"] = engine.rss_mb()
+        report["scenarios"]["engine"] = await asyncio.to_thread(_engine, config, speech, kokoro, steps)
+    return traces
+
+
+@contextmanager
+def _remote(url: str) -> Iterator[str]:
+    wait_ready(url.rstrip("/"))
+    yield url.rstrip("/")
+
+
+def require_extras() -> None:
+    """Fail before minutes of measuring, not after, when the ``bench`` extra is missing.
+
+    Raises:
+        ConfigError: matplotlib or kokoro-onnx is not installed (``missing_extra``).
+    """
+    missing = [name for name in ("matplotlib", "kokoro_onnx") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(
+            f"koe bench needs {' and '.join(missing)}: pip install 'koe[bench]'", code="missing_extra"
+        )
+
+
+def run(config: BenchConfig, command: str) -> tuple[dict[str, Any], dict[str, TurnTrace]]:
+    """Run every scenario; returns the JSON-ready report and the agent turns to draw.
+
+    Raises:
+        KoeError: the server could not be reached or answered an error; the run stops there.
+    """
+    require_extras()
+    started = time.monotonic()
+    settings = Settings.from_env(port=0)
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "command": command,
+        "quick": config.quick,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        "target": {
+            "url": config.url,
+            "in_process": config.url is None,
+            "workers": settings.workers if config.url is None else None,
+            "threads_per_worker": settings.threads_per_worker if config.url is None else None,
+        },
+        "config": {
+            "answer": config.answer,
+            "answer_words": len(config.answer.split()),
+            "tokens_per_s": config.pace.tokens_per_s,
+            "first_token_delay_s": config.pace.first_token_delay_s,
+            "voice": config.voice,
+            "repeats": config.repeats,
+            "barge_ins": config.barge_ins,
+            "seed": config.seed,
+        },
+        "scenarios": {},
+        "rss_mb": {},
+    }
+    # the model the server would load (KOE_MODEL_DIR / KOE_DOWNLOAD as for `koe serve`), shared with the peer
+    options = SpeechOptions(
+        model_dir=settings.model_dir,
+        download=settings.download,
+        threads=settings.threads_per_worker,
+        warmup=False,
+    )
+    speech = Speech.load(options)
+    report["rss_mb"]["koe_loaded"] = engine.rss_mb()
+    with tempfile.TemporaryDirectory(prefix="koe-bench-") as workdir:
+        model = resolve_source(options).model_bytes()
+        kokoro = peer.load_kokoro_onnx(model, speech.voices, Path(workdir))
+        report["rss_mb"]["with_kokoro_onnx"] = engine.rss_mb()
+        traces = asyncio.run(_serve_and_measure(config, settings, speech, kokoro, report))
+    report["targets"] = _targets(report)
+    report["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
+    report["elapsed_s"] = time.monotonic() - started
+    return report, traces

@@ -1,0 +1,133 @@
+"""The arithmetic of the benchmarks, without I/O: summaries, a simulated listener, a straight-line fit.
+
+The listener is what turns arrival times into what a user hears: it starts playing at the first audio and
+plays every chunk in order as soon as both the chunk and the speaker are free; whenever the next chunk is
+not there yet, the speaker falls silent (an underrun) until it arrives.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: p95 is reported only from this many samples on; below it the 95th percentile is just the maximum.
+MIN_SAMPLES_FOR_P95 = 20
+#: Underruns shorter than this are timer and transport noise between frames of one segment, not silence
+#: anyone hears (a 24 kHz frame of 100 ms is 4800 samples; 5 ms is what a jitter buffer absorbs).
+MIN_GAP_S = 0.005
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Median (and p95 where there are enough samples) of one measurement over repeated runs."""
+
+    n: int
+    median: float
+    p95: float | None
+    min: float
+    max: float
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    """Summarize ``values``.
+
+    Raises:
+        ValueError: ``values`` is empty (there is nothing to report; the caller must not invent a number).
+    """
+    if not values:
+        raise ValueError("expected at least one sample, got none")
+    p95 = (
+        statistics.quantiles(values, n=20, method="inclusive")[18]
+        if len(values) >= MIN_SAMPLES_FOR_P95
+        else None
+    )
+    return Summary(len(values), statistics.median(values), p95, min(values), max(values))
+
+
+def worst_case(summary: Summary) -> float:
+    """p95 where it is reported, else the maximum: the stricter figure for a pass/fail threshold."""
+    return summary.p95 if summary.p95 is not None else summary.max
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Audio that became available to the listener at ``at`` seconds, lasting ``duration_s``."""
+
+    at: float
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Playback:
+    """What the simulated listener heard: spans of sound and spans of silence after the first audio."""
+
+    starts_at: float | None
+    ends_at: float | None
+    played: tuple[tuple[float, float], ...]
+    gaps: tuple[tuple[float, float], ...]
+
+    @property
+    def gap_count(self) -> int:
+        return len(self.gaps)
+
+    @property
+    def gap_total_s(self) -> float:
+        return sum(end - start for start, end in self.gaps)
+
+    @property
+    def max_gap_s(self) -> float:
+        return max((end - start for start, end in self.gaps), default=0.0)
+
+
+def simulate_playback(chunks: Iterable[Chunk], min_gap_s: float = MIN_GAP_S) -> Playback:
+    """Play ``chunks`` in arrival order from the first one on; underruns of ``min_gap_s`` or more count.
+
+    Chunks of zero length are ignored. Adjacent sound spans are merged, so ``played`` alternates with
+    ``gaps``.
+    """
+    played: list[tuple[float, float]] = []
+    gaps: list[tuple[float, float]] = []
+    cursor: float | None = None  # when the speaker finishes what it has been given so far
+    for chunk in sorted((c for c in chunks if c.duration_s > 0), key=lambda c: c.at):
+        if cursor is None:
+            cursor = chunk.at
+        elif chunk.at - cursor >= min_gap_s:
+            gaps.append((cursor, chunk.at))
+            cursor = chunk.at
+        else:
+            cursor = max(cursor, chunk.at)
+        start, cursor = cursor, cursor + chunk.duration_s
+        if played and played[-1][1] >= start:
+            played[-1] = (played[-1][0], cursor)
+        else:
+            played.append((start, cursor))
+    return Playback(played[0][0] if played else None, cursor, tuple(played), tuple(gaps))
+
+
+@dataclass(frozen=True, slots=True)
+class LineFit:
+    """``y ≈ intercept + slope · x`` by least squares, and how well it fits (R²)."""
+
+    intercept: float
+    slope: float
+    r2: float
+
+
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> LineFit:
+    """Least-squares line through ``(xs, ys)``.
+
+    Raises:
+        ValueError: fewer than two distinct ``xs`` (no line is determined) or lengths differ.
+    """
+    if len(xs) != len(ys) or len(set(xs)) < 2:
+        raise ValueError(
+            f"expected ≥ 2 distinct x values and as many y values, got {len(set(xs))} and {len(ys)}"
+        )
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = float(np.sum((y - (intercept + slope * x)) ** 2))
+    spread = float(np.sum((y - y.mean()) ** 2))
+    return LineFit(float(intercept), float(slope), 1.0 - residual / spread if spread > 0 else 1.0)

@@ -1,0 +1,75 @@
+"""The server the benchmark talks to: koe's app under uvicorn in this process, or one already running.
+
+In-process, the app runs with koe's own uvicorn configuration on a free loopback port, on its own event
+loop in a thread, so the benchmark's clients (on the main loop) reach it through real sockets exactly as a
+remote client would; the model it serves is the one the engine benchmarks measure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+
+from koe.errors import UpstreamError
+from koe.server.app import create_app
+from koe.server.serve import uvicorn_config
+from koe.settings import Settings
+from koe.speech import Speech
+
+LOOPBACK = "127.0.0.1"
+#: Model warm-up on a loaded 2-core machine takes seconds; this is never reached when healthy.
+READY_TIMEOUT_S = 300.0
+_POLL_S = 0.1
+
+
+def wait_ready(
+    base_url: str, timeout_s: float = READY_TIMEOUT_S, alive: Callable[[], bool] = lambda: True
+) -> None:
+    """Block until ``GET /ping`` answers 200 (giving up early once ``alive()`` says the server died).
+
+    Raises:
+        UpstreamError: no 200 within ``timeout_s``, or the server stopped.
+    """
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline and alive():
+        try:
+            response = httpx.get(base_url + "/ping", timeout=5.0)
+            if response.status_code == 200:
+                return
+            last = f"{response.status_code} {response.text[:120]}"
+        except httpx.TransportError as exc:
+            last = str(exc)
+        time.sleep(_POLL_S)
+    raise UpstreamError(
+        f"the koe server at {base_url} did not become ready (waited ≤ {timeout_s:g} s): {last}"
+    )
+
+
+@contextmanager
+def in_process_server(settings: Settings, speech: Speech) -> Iterator[str]:
+    """Serve ``speech`` on a free loopback port until the block ends; yields the base URL once ready."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((LOOPBACK, 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn_config(create_app(settings, speech), settings, host=LOOPBACK, port=port))
+    thread = threading.Thread(
+        target=lambda: asyncio.run(server.serve(sockets=[sock])), name="koe-bench-server", daemon=True
+    )
+    thread.start()
+    base_url = f"http://{LOOPBACK}:{port}"
+    try:
+        wait_ready(base_url, alive=thread.is_alive)
+        yield base_url
+    finally:
+        server.should_exit = True  # what SIGTERM does: drain, then stop
+        thread.join(settings.shutdown_grace_s + 10)
+        sock.close()

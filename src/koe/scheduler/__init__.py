@@ -1,0 +1,1 @@
+"""Who synthesizes next: deadline-ordered jobs across sessions, cancellation, admission control."""

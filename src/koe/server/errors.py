@@ -1,0 +1,98 @@
+"""The one place that says how each error reaches a client: HTTP status, WebSocket close code, JSON body.
+
+Codes not listed fall back to their class's row, so a new ``KoeError`` subclass still maps somewhere sane.
+A WebSocket close code of ``None`` means the error is recoverable: the session stays open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from koe.errors import (
+    AssetError,
+    ConfigError,
+    KoeError,
+    LimitError,
+    OverloadedError,
+    ProtocolError,
+    SynthesisError,
+)
+
+# RFC 6455 §7.4.1 close codes used by koe
+WS_NORMAL = 1000
+WS_GOING_AWAY = 1001
+WS_POLICY_VIOLATION = 1008
+WS_MESSAGE_TOO_BIG = 1009
+WS_INTERNAL_ERROR = 1011
+WS_TRY_AGAIN_LATER = 1013
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRoute:
+    http_status: int
+    ws_close: int | None
+
+
+_BY_CODE: dict[str, ErrorRoute] = {
+    "invalid_json": ErrorRoute(400, None),
+    "invalid_message": ErrorRoute(400, None),
+    "invalid_request": ErrorRoute(400, None),
+    "invalid_field": ErrorRoute(400, None),
+    "unknown_voice": ErrorRoute(400, None),
+    "unsupported_media_type": ErrorRoute(415, None),
+    "request_stale": ErrorRoute(408, None),
+    "text_too_long": ErrorRoute(413, WS_MESSAGE_TOO_BIG),
+    "body_too_large": ErrorRoute(413, WS_MESSAGE_TOO_BIG),
+    "message_too_large": ErrorRoute(413, WS_MESSAGE_TOO_BIG),
+    "turn_too_long": ErrorRoute(413, WS_POLICY_VIOLATION),
+    "session_too_long": ErrorRoute(413, WS_POLICY_VIOLATION),
+    "session_expired": ErrorRoute(408, WS_POLICY_VIOLATION),
+    "idle_timeout": ErrorRoute(408, WS_POLICY_VIOLATION),
+    "queue_saturated": ErrorRoute(503, WS_TRY_AGAIN_LATER),
+    "too_many_sessions": ErrorRoute(503, WS_TRY_AGAIN_LATER),
+    "not_ready": ErrorRoute(503, WS_TRY_AGAIN_LATER),
+    "shutting_down": ErrorRoute(503, WS_GOING_AWAY),
+    "synthesis_failed": ErrorRoute(500, None),
+}
+
+_BY_CLASS: tuple[tuple[type[KoeError], ErrorRoute], ...] = (
+    (ConfigError, ErrorRoute(400, None)),
+    (ProtocolError, ErrorRoute(400, None)),
+    (LimitError, ErrorRoute(413, WS_POLICY_VIOLATION)),
+    (OverloadedError, ErrorRoute(503, WS_TRY_AGAIN_LATER)),
+    (SynthesisError, ErrorRoute(500, None)),
+    (AssetError, ErrorRoute(500, WS_INTERNAL_ERROR)),
+)
+_INTERNAL = ErrorRoute(500, WS_INTERNAL_ERROR)
+
+
+def route_of(error: KoeError) -> ErrorRoute:
+    """How ``error`` is reported: by its code if listed, else by its class, else as internal."""
+    if error.code in _BY_CODE:
+        return _BY_CODE[error.code]
+    for cls, route in _BY_CLASS:
+        if isinstance(error, cls):
+            return route
+    return _INTERNAL
+
+
+def error_body(error: KoeError) -> dict[str, Any]:
+    """The HTTP JSON body: ``{"error": code, "message": ...}`` plus ``retry_after_s`` for overload."""
+    body: dict[str, Any] = {"error": error.code, "message": error.message}
+    if isinstance(error, OverloadedError):
+        body["retry_after_s"] = round(error.retry_after_s, 1)
+    return body
+
+
+def openai_error_body(error: KoeError) -> dict[str, Any]:
+    """The same error in OpenAI's shape, for ``/v1/`` routes (its SDK reads ``error.message``/``code``)."""
+    kind = "invalid_request_error" if route_of(error).http_status < 500 else "server_error"
+    return {"error": {"message": error.message, "type": kind, "code": error.code, "param": None}}
+
+
+def retry_after_header(error: KoeError) -> dict[str, str]:
+    """``Retry-After`` (whole seconds, rounded up) for overload responses; empty otherwise."""
+    if isinstance(error, OverloadedError):
+        return {"Retry-After": str(max(1, -int(-error.retry_after_s // 1)))}
+    return {}

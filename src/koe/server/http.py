@@ -1,0 +1,113 @@
+"""HTTP routes: SageMaker's ``/ping`` and ``/invocations``, OpenAI's speech API, Prometheus ``/metrics``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import cast
+
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, Response
+
+from koe.errors import KoeError, LimitError
+from koe.server.errors import error_body, openai_error_body, retry_after_header, route_of
+from koe.server.requests import OPENAI_MODELS, OPENAI_VOICES, parse_invocation, parse_openai_speech
+from koe.server.runtime import Runtime
+from koe.server.speak import respond
+
+logger = logging.getLogger(__name__)
+
+#: Routes under this prefix answer errors in OpenAI's JSON shape.
+_OPENAI_PREFIX = "/v1/"
+
+
+def runtime_of(connection: HTTPConnection) -> Runtime:
+    return cast(Runtime, connection.app.state.runtime)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refused as soon as it passes ``limit`` bytes (never buffered beyond it)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise LimitError(f"body of {declared} bytes is over the limit of {limit}", code="body_too_large")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise LimitError(f"body is over the limit of {limit} bytes", code="body_too_large")
+    return bytes(body)
+
+
+async def koe_error(request: Request, exc: Exception) -> Response:
+    """Starlette exception handler: every ``KoeError`` from an HTTP route, mapped in one place."""
+    error = cast(KoeError, exc)
+    runtime_of(request).metrics.errors.labels(error.code).inc()
+    logger.info("%s %s: %s: %s", request.method, request.url.path, error.code, error.message)
+    body = openai_error_body(error) if request.url.path.startswith(_OPENAI_PREFIX) else error_body(error)
+    return JSONResponse(body, status_code=route_of(error).http_status, headers=retry_after_header(error))
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """Anything unexpected: a JSON 500 without internals (the traceback goes to the log)."""
+    runtime_of(request).metrics.errors.labels("internal_error").inc()
+    return JSONResponse(
+        {"error": "internal_error", "message": "the server failed; see its log"}, status_code=500
+    )
+
+
+async def ping(request: Request) -> Response:
+    """200 once the model is loaded and warmed up; 503 before (and while shutting down)."""
+    runtime = runtime_of(request)
+    if runtime.ready:
+        return JSONResponse({"status": "ready"})
+    message = runtime.load_error or "the model is loading"
+    return JSONResponse({"error": "not_ready", "message": message}, status_code=503)
+
+
+async def invocations(request: Request) -> Response:
+    runtime = runtime_of(request)
+    received_at = time.monotonic()
+    runtime.loaded()  # not ready: 503 before reading a body
+    settings = runtime.settings
+    parsed = parse_invocation(
+        await read_body(request, settings.max_body_bytes),
+        request.headers.get("content-type"),
+        max_chars=settings.max_request_chars,
+        max_age_s=settings.request_max_age_s,
+        default_voice=settings.default_voice,
+        now=time.time(),
+    )
+    return await respond(runtime, parsed, received_at)
+
+
+async def openai_speech(request: Request) -> Response:
+    runtime = runtime_of(request)
+    received_at = time.monotonic()
+    runtime.loaded()
+    settings = runtime.settings
+    parsed = parse_openai_speech(
+        await read_body(request, settings.max_body_bytes),
+        request.headers.get("content-type"),
+        max_chars=settings.max_request_chars,
+    )
+    return await respond(runtime, parsed, received_at)
+
+
+async def openai_models(request: Request) -> Response:
+    data = [{"id": name, "object": "model", "created": 0, "owned_by": "koe"} for name in OPENAI_MODELS]
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def openai_voices(request: Request) -> Response:
+    """Every Kokoro voice, and the OpenAI names mapped onto them."""
+    speech = runtime_of(request).loaded().speech
+    voices = [
+        {"id": v.name, "name": v.name, "lang": v.lang, "gender": v.gender} for v in speech.voices.info()
+    ]
+    aliases = {name: kokoro for name, kokoro in OPENAI_VOICES.items() if kokoro in speech.voices.names()}
+    return JSONResponse({"voices": voices, "aliases": aliases})
+
+
+async def metrics(request: Request) -> Response:
+    body, media_type = runtime_of(request).metrics.render()
+    return Response(body, media_type=media_type)

@@ -1,0 +1,87 @@
+"""Prometheus metrics of one app, in the app's own registry (so tests can run several apps at once)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from koe.scheduler.queue import SchedulerStats
+
+_LATENCY_BUCKETS_S = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+_RTF_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.5, 2.0, 5.0)
+
+
+class _SchedulerCollector(Collector):
+    """Reads the scheduler's own counters at scrape time, so they are never out of step with it."""
+
+    def __init__(self, stats: Callable[[], SchedulerStats]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats()
+        yield GaugeMetricFamily("koe_queue_depth", "Synthesis jobs waiting for a worker", value=stats.queued)
+        yield GaugeMetricFamily("koe_jobs_running", "Synthesis jobs running on a worker", value=stats.running)
+        jobs = CounterMetricFamily("koe_jobs", "Synthesis jobs by outcome", labels=["outcome"])
+        for outcome in ("completed", "failed", "dropped", "discarded", "refused"):
+            jobs.add_metric([outcome], getattr(stats, outcome))
+        yield jobs
+
+
+class Metrics:
+    """Every metric koe exports; see docs/api.md for their meaning."""
+
+    def __init__(self, scheduler_stats: Callable[[], SchedulerStats]) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.time_to_first_audio = Histogram(
+            "koe_time_to_first_audio_seconds",
+            "From a turn's first segment being ready (or a request arriving) to its first audio sent",
+            ["transport"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.synthesis = Histogram(
+            "koe_synthesis_seconds",
+            "Wall time of one segment's synthesis",
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.rtf = Histogram(
+            "koe_real_time_factor",
+            "Synthesis time over audio duration, per segment",
+            buckets=_RTF_BUCKETS,
+            registry=r,
+        )
+        self.audio = Counter("koe_audio_seconds", "Seconds of audio synthesized", registry=r)
+        self.segments = Counter("koe_segments", "Segments synthesized", registry=r)
+        self.turns = Counter("koe_turns", "Turns finished, by outcome", ["outcome"], registry=r)
+        self.cancels = Counter("koe_cancels", "Cancel (barge-in) messages acted on", registry=r)
+        self.errors = Counter("koe_errors", "Errors reported to clients, by code", ["code"], registry=r)
+        self.sessions = Gauge(
+            "koe_active_sessions", "Open sessions and streaming requests", ["transport"], registry=r
+        )
+        self.sessions_total = Counter(
+            "koe_sessions", "Sessions and requests accepted", ["transport"], registry=r
+        )
+        r.register(_SchedulerCollector(scheduler_stats))
+
+    def observe_synthesis(self, took_s: float, audio_s: float) -> None:
+        self.synthesis.observe(took_s)
+        self.segments.inc()
+        if audio_s > 0:
+            self.audio.inc(audio_s)
+            self.rtf.observe(took_s / audio_s)
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

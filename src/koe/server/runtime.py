@@ -1,0 +1,131 @@
+"""What every route shares: settings, the loaded speech, the scheduler, the cost model, metrics, admission.
+
+The model loads in a worker thread after the server starts listening, so ``/ping`` can answer 503 while it
+loads and 200 once it is loaded *and* warmed up (SageMaker sends traffic only after a 200).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from koe.errors import OverloadedError
+from koe.scheduler.deadline import CostModel, CostTracker
+from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
+from koe.server.metrics import Metrics
+from koe.settings import Settings
+from koe.speech import Speech, SpeechOptions
+
+logger = logging.getLogger(__name__)
+
+#: Warm-up utterances of two lengths: the first runs pay one-off costs, the timings fit the cost model.
+_WARMUP_TEXTS = (
+    "Hello there.",
+    "This longer sentence tells the server how fast synthesis runs on this machine.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    speech: Speech
+    cost: CostTracker
+
+
+class Runtime:
+    """Server-wide state, created by ``create_app`` and started by its lifespan."""
+
+    def __init__(self, settings: Settings, speech: Speech | None = None) -> None:
+        self.settings = settings
+        self.scheduler = Scheduler(settings.workers, settings.max_queued_jobs)
+        self.metrics = Metrics(lambda: self.scheduler.stats)
+        self._given = speech
+        self._loaded: Loaded | None = None
+        self.load_error: str | None = None
+        self._loading: asyncio.Task[None] | None = None
+        self._open = {"ws": 0, "http": 0}
+        self._closing = False
+
+    @property
+    def ready(self) -> bool:
+        return self._loaded is not None and not self._closing
+
+    def start(self) -> None:
+        """Begin loading in the background (returns at once)."""
+        self._loading = asyncio.create_task(self._load(), name="koe-load")
+
+    async def _load(self) -> None:
+        try:
+            self._loaded = await asyncio.to_thread(self._load_blocking)
+        except Exception as exc:  # a broken install must show in the log and in /ping, not kill the server
+            logger.exception("loading the model failed; /ping stays 503")
+            self.load_error = f"{type(exc).__name__}: {exc}"
+
+    def _load_blocking(self) -> Loaded:
+        started = time.perf_counter()
+        speech = self._given or Speech.load(
+            SpeechOptions(
+                model_dir=self.settings.model_dir,
+                threads=self.settings.threads_per_worker,
+                warmup=False,
+            )
+        )
+        cost = self._warm_up(speech) if self.settings.warmup else CostModel()
+        logger.info("ready in %.1f s: %s", time.perf_counter() - started, cost)
+        return Loaded(speech, CostTracker(cost))
+
+    def _warm_up(self, speech: Speech) -> CostModel:
+        voice = self.settings.default_voice
+        speech.synthesize(_WARMUP_TEXTS[0], voice=voice)  # first run: allocations, caches
+        samples = []
+        for text in _WARMUP_TEXTS:
+            started = time.perf_counter()
+            audio = speech.synthesize(text, voice=voice)
+            samples.append((len(text), len(audio) / speech.sample_rate, time.perf_counter() - started))
+        return CostModel.fit(samples)
+
+    def loaded(self) -> Loaded:
+        """The loaded model, or an ``OverloadedError`` (``not_ready`` / ``shutting_down``) to send back."""
+        if self._closing:
+            raise OverloadedError(
+                "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
+            )
+        if self._loaded is None:
+            raise OverloadedError(
+                "the model is still loading", code="not_ready", retry_after_s=MIN_RETRY_AFTER_S
+            )
+        return self._loaded
+
+    @contextmanager
+    def admitted(self, transport: str) -> Iterator[Loaded]:
+        """Hold one of the ``transport``'s slots (``"ws"`` sessions, ``"http"`` requests) while inside.
+
+        Raises:
+            OverloadedError: not ready, shutting down, or every slot taken (``too_many_sessions``).
+        """
+        loaded = self.loaded()
+        limit = self.settings.max_sessions if transport == "ws" else self.settings.max_http_requests
+        if self._open[transport] >= limit:
+            raise OverloadedError(
+                f"all {limit} {'sessions' if transport == 'ws' else 'request slots'} are in use; retry later",
+                code="too_many_sessions",
+                retry_after_s=self.scheduler.retry_after_s(),
+            )
+        self._open[transport] += 1
+        self.metrics.sessions.labels(transport).inc()
+        self.metrics.sessions_total.labels(transport).inc()
+        try:
+            yield loaded
+        finally:
+            self._open[transport] -= 1
+            self.metrics.sessions.labels(transport).dec()
+
+    async def aclose(self) -> None:
+        """Refuse new work, stop loading, drain the scheduler for a bounded time; idempotent."""
+        self._closing = True
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()  # the load thread finishes on its own; its result is dropped
+        await self.scheduler.aclose(self.settings.shutdown_grace_s)

@@ -1,0 +1,41 @@
+"""Running the app under uvicorn, with the same configuration for ``koe serve`` and the tests.
+
+The WebSocket implementation is pinned to wsproto: its ``send`` waits while the transport's buffer is
+full, so a client that stops reading blocks our writer and, through the session's water marks, pauses its
+own synthesis. (uvicorn's ``websockets-sansio`` implementation buffers without bound instead.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+
+from koe.settings import Settings
+
+#: uvicorn closes with 1009 by itself above this multiple of our own message limit; between the two,
+#: koe answers with an ``error`` message first, which tells the client what the limit is.
+_TRANSPORT_SIZE_FACTOR = 2
+
+
+def uvicorn_config(app: Starlette, settings: Settings, **overrides: Any) -> uvicorn.Config:
+    """The uvicorn configuration for ``app`` (``overrides`` for tests: ``port=0``, ``log_config=None``)."""
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "ws": "wsproto",
+        "ws_max_size": settings.max_message_bytes * _TRANSPORT_SIZE_FACTOR,
+        "lifespan": "on",
+        "timeout_graceful_shutdown": settings.shutdown_grace_s,
+        "log_config": None,  # the CLI configures logging; uvicorn must not replace it
+    }
+    options.update(overrides)
+    return uvicorn.Config(app, **options)
+
+
+def serve(settings: Settings) -> None:
+    """Serve until SIGTERM/SIGINT: stop accepting, close sessions (1012), drain HTTP within the grace."""
+    from koe.server.app import create_app
+
+    uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()

@@ -1,0 +1,327 @@
+"""One WebSocket session: a reader and a writer task in a TaskGroup, and the session's turns.
+
+The reader acts on every message at once — ``cancel`` never waits behind queued text or audio — and the
+writer is the only task that sends. Turns run as tasks of the same group; their output goes through the
+session's :class:`~koe.server.outbox.Outbox`, which holds audio within its water marks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
+
+from koe.audio.formats import AudioFormat
+from koe.errors import ConfigError, KoeError, LimitError, OverloadedError
+from koe.scheduler.deadline import PlaybackClock
+from koe.server.errors import route_of
+from koe.server.fields import STREAM_FORMATS
+from koe.server.outbox import CloseRequest, Outbox
+from koe.server.protocol import (
+    Append,
+    Cancel,
+    Cancelled,
+    Close,
+    ConfigAck,
+    Configure,
+    DeepgramCleared,
+    Dialect,
+    Error,
+    Flush,
+    Request,
+    SessionOptions,
+    encode,
+    parse_message,
+    parse_query,
+)
+from koe.server.runtime import Loaded, Runtime
+from koe.server.synthesis import SegmentStream, resolve_voice
+from koe.server.turn import Turn
+from koe.text.segment import Segmenter
+from koe.types import SAMPLE_RATE
+
+logger = logging.getLogger(__name__)
+
+#: How long the writer gets to deliver a closing error before the session ends regardless.
+CLOSE_GRACE_S = 5.0
+#: Data items that belong to no turn (the final close after a ``close`` message).
+_NO_TURN = -1
+
+
+class _SessionOver(Exception):
+    """Raised by whichever of reader and writer finishes first, so the TaskGroup cancels the other."""
+
+
+class Session:
+    """Serves one accepted WebSocket until it closes; ``query`` is the connect URL's query."""
+
+    def __init__(
+        self, websocket: WebSocket, runtime: Runtime, loaded: Loaded, query: Mapping[str, str]
+    ) -> None:
+        self.id = uuid.uuid4().hex[:12]
+        self._ws = websocket
+        self._runtime = runtime
+        self._settings = runtime.settings
+        self._loaded = loaded
+        self._options = SessionOptions(self._settings.default_voice, 1.0, SAMPLE_RATE, AudioFormat.PCM, None)
+        self._query = query
+        self._clock = PlaybackClock()
+        self._outbox = Outbox(self._settings.audio_high_water_s, self._settings.audio_low_water_s)
+        self._turns: list[Turn] = []
+        self._open: Turn | None = None
+        self._next_turn = 0
+        self._chars = 0
+        self._closing = False
+        self._tg: asyncio.TaskGroup | None = None
+
+    async def run(self) -> None:
+        """Serve until the client leaves, the session closes, or its time is up. Cancelling is safe."""
+        logger.info("session %s opened", self.id)
+        loop = asyncio.get_running_loop()
+        expiry = loop.call_later(
+            self._settings.max_session_s,
+            self._report,
+            LimitError(
+                f"the session reached its limit of {self._settings.max_session_s:g} s", code="session_expired"
+            ),
+        )
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                try:
+                    self._configure(parse_query(self._query), reply=False)
+                except KoeError as exc:  # the session opens with the defaults; the client is told why
+                    self._report(exc)
+                tg.create_task(self._reader())
+                tg.create_task(self._writer())
+        except* _SessionOver:
+            pass
+        finally:
+            expiry.cancel()
+            logger.info("session %s closed after %d turns", self.id, self._next_turn)
+
+    # --- reader ------------------------------------------------------------------------------------------
+
+    async def _reader(self) -> None:
+        if await self._read():
+            raise _SessionOver  # the client left: stop everything
+        # else a fatal error is being delivered by the writer, within CLOSE_GRACE_S
+
+    async def _end_soon(self) -> None:
+        await asyncio.sleep(CLOSE_GRACE_S)
+        logger.info("session %s: the client did not take its closing error in %.0f s", self.id, CLOSE_GRACE_S)
+        raise _SessionOver
+
+    async def _read(self) -> bool:
+        """Handle messages until the client leaves (``True``) or a fatal error ends the session."""
+        while True:
+            try:
+                async with asyncio.timeout(self._settings.idle_timeout_s):
+                    message = await self._ws.receive()
+            except TimeoutError:
+                if self._turns:
+                    continue  # still speaking: the client is listening, not idle
+                self._report(
+                    LimitError(f"no message for {self._settings.idle_timeout_s:g} s", code="idle_timeout")
+                )
+                return False
+            if message["type"] == "websocket.disconnect":
+                return True
+            if self._closing:
+                continue  # after close: wait for the writer, ignore further messages
+            data = message.get("text") if message.get("text") is not None else message.get("bytes")
+            try:
+                self._handle(
+                    parse_message(
+                        data or b"",
+                        max_bytes=self._settings.max_message_bytes,
+                        max_chars=self._settings.max_message_chars,
+                    )
+                )
+            except KoeError as exc:
+                if self._report(exc):
+                    return False
+
+    def _handle(self, message: Any) -> None:
+        match message:
+            case Append(text=text, dialect=dialect):
+                if text:
+                    self._count(text)
+                    (self._open or self._start_turn(dialect)).add(text)
+            case Flush(dialect=dialect):
+                (self._open or self._start_turn(dialect)).finish(dialect)
+                self._open = None
+            case Cancel(dialect=dialect):
+                self._cancel(dialect)
+            case Configure(options=options):
+                self._configure(options, reply=True)
+            case Request(text=text, options=options, request_id=request_id):
+                if not text.strip():
+                    raise ConfigError("text must not be empty", code="invalid_field")
+                self._count(text)
+                if self._open is not None:  # a request ends the open turn as a flush would
+                    self._open.finish(self._open.opened_by)
+                    self._open = None
+                turn = self._start_turn(
+                    Dialect.AWS, options, uuid.uuid4().hex if request_id is None else request_id
+                )
+                turn.add(text)
+                turn.finish(Dialect.AWS)
+            case Close(dialect=dialect):
+                self._close(dialect)
+
+    def _count(self, text: str) -> None:
+        turn_chars = (self._open.chars if self._open else 0) + len(text)
+        if turn_chars > self._settings.max_turn_chars:
+            raise LimitError(
+                f"the turn's text would be {turn_chars} characters, over the limit of "
+                f"{self._settings.max_turn_chars}",
+                code="turn_too_long",
+            )
+        if self._chars + len(text) > self._settings.max_session_chars:
+            raise LimitError(
+                f"the session's text would be over its limit of {self._settings.max_session_chars} "
+                "characters",
+                code="session_too_long",
+            )
+        self._chars += len(text)
+
+    def _configure(self, options: SessionOptions, *, reply: bool) -> None:
+        """Apply ``options`` to turns opened from now on (all or nothing: a bad voice changes nothing)."""
+        try:
+            merged = options.merged_over(self._options)
+            assert merged.voice is not None and merged.speed is not None  # the base is complete
+            voice = resolve_voice(self._loaded.speech, merged.voice, merged.speed, merged.lang)
+        except KoeError as exc:
+            self._report(exc)
+            return
+        self._options = merged
+        if reply:
+            assert merged.sample_rate is not None and merged.format is not None  # the base is complete
+            self._outbox.control(
+                encode(
+                    ConfigAck(
+                        self.id,
+                        voice.spec,
+                        voice.speed,
+                        merged.sample_rate,
+                        STREAM_FORMATS[merged.format],
+                        voice.lang,
+                    )
+                )
+            )
+
+    def _start_turn(
+        self, dialect: Dialect, overrides: SessionOptions | None = None, request_id: str | int | None = None
+    ) -> Turn:
+        assert self._tg is not None  # turns start only while the session runs
+        options = (overrides or SessionOptions()).merged_over(self._options)
+        if dialect is Dialect.AWS:  # the AWS sample's contract: PCM16 whatever the session's format
+            options = SessionOptions(format=AudioFormat.PCM).merged_over(options)
+        assert options.voice is not None and options.speed is not None  # the base is complete
+        loaded = self._loaded
+        stream = SegmentStream(
+            loaded.speech,
+            self._runtime.scheduler,
+            loaded.cost,
+            resolve_voice(loaded.speech, options.voice, options.speed, options.lang),
+            self._clock,
+            Segmenter(),
+            lookahead=self._settings.segments_ahead,
+        )
+        turn = Turn(
+            self._next_turn,
+            dialect,
+            options,
+            stream,
+            outbox=self._outbox,
+            clock=self._clock,
+            metrics=self._runtime.metrics,
+            frame_s=self._settings.frame_s,
+            report=self._report,
+            request_id=request_id,
+        )
+        self._next_turn += 1
+        previous = self._turns[-1].task if self._turns else None
+        turn.task = self._tg.create_task(
+            self._speak(turn, previous), name=f"koe-turn-{self.id}-{turn.number}"
+        )
+        self._turns.append(turn)
+        if dialect is not Dialect.AWS:
+            self._open = turn
+        return turn
+
+    async def _speak(self, turn: Turn, previous: asyncio.Task[None] | None) -> None:
+        try:
+            await turn.run(previous)
+        finally:
+            if turn in self._turns:
+                self._turns.remove(turn)
+
+    def _cancel(self, dialect: Dialect) -> None:
+        """Barge-in: every unfinished turn stops now; nothing of theirs is sent after the reply."""
+        cancelled = {turn.number for turn in self._turns}
+        for turn in self._turns:
+            assert turn.task is not None  # set when the turn started
+            turn.task.cancel()
+        self._outbox.drop_turns(cancelled)
+        self._runtime.metrics.cancels.inc()
+        self._runtime.metrics.turns.labels("cancelled").inc(len(cancelled))
+        if cancelled:
+            number = max(cancelled)
+        else:  # nothing to cancel: the reply still ends a turn number, as a flush would
+            number, self._next_turn = self._next_turn, self._next_turn + 1
+        self._turns.clear()
+        self._open = None
+        reply = DeepgramCleared(number) if dialect is Dialect.DEEPGRAM else Cancelled(number)
+        self._outbox.control(encode(reply))
+
+    def _close(self, dialect: Dialect) -> None:
+        """Speak what is pending, then close normally."""
+        if self._open is not None:
+            self._open.finish(dialect)
+            self._open = None
+        self._closing = True
+        assert self._tg is not None  # close arrives only while the session runs
+        self._tg.create_task(self._close_after([t.task for t in self._turns if t.task is not None]))
+
+    async def _close_after(self, tasks: list[asyncio.Task[None]]) -> None:
+        if tasks:
+            await asyncio.wait(tasks)
+        self._outbox.data(_NO_TURN, CloseRequest(1000))
+
+    def _report(self, error: KoeError) -> bool:
+        """Tell the client; if the error ends the session, queue the close. Returns whether it does."""
+        route = route_of(error)
+        self._runtime.metrics.errors.labels(error.code).inc()
+        retry = error.retry_after_s if isinstance(error, OverloadedError) else None
+        self._outbox.control(encode(Error(error.code, error.message, retry)))
+        logger.info("session %s: %s: %s", self.id, error.code, error.message)
+        if route.ws_close is None:
+            return False
+        if not self._closing and self._tg is not None:
+            self._tg.create_task(self._end_soon())  # a client that does not read must not hold us
+        self._closing = True
+        self._outbox.control(CloseRequest(route.ws_close, error.code))
+        return True
+
+    # --- writer ------------------------------------------------------------------------------------------
+
+    async def _writer(self) -> None:
+        try:
+            while True:
+                payload = await self._outbox.get()
+                if isinstance(payload, CloseRequest):
+                    await self._ws.close(payload.code, payload.reason)
+                    break
+                if isinstance(payload, str):
+                    await self._ws.send_text(payload)
+                else:
+                    await self._ws.send_bytes(payload)
+        except (WebSocketDisconnect, WebSocketDisconnected):
+            logger.info("session %s: the client left while we were sending", self.id)
+        raise _SessionOver

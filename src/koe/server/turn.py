@@ -1,0 +1,176 @@
+"""One turn of a WebSocket session: its text, settings, synthesis and replies, in one object.
+
+A cancel drops the whole object (its task is cancelled, its jobs leave the scheduler, its unsent data
+leaves the outbox); nothing is reset field by field. Turns of a session speak one after another: each
+turn's task waits for the previous one before it queues audio, but its text is taken in meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from koe.audio.encoder import StreamEncoder
+from koe.audio.formats import AudioFormat
+from koe.errors import KoeError, OverloadedError
+from koe.scheduler.deadline import PlaybackClock
+from koe.server.metrics import Metrics
+from koe.server.outbox import Outbox
+from koe.server.protocol import (
+    DeepgramFlushed,
+    Dialect,
+    Flushed,
+    SegmentEnd,
+    SegmentStart,
+    ServerMessage,
+    SessionOptions,
+    SynthesisComplete,
+    SynthesisStart,
+    encode,
+)
+from koe.server.synthesis import SegmentStream
+from koe.types import SAMPLE_RATE
+
+logger = logging.getLogger(__name__)
+
+_BYTES_PER_SAMPLE = {AudioFormat.PCM: 2, AudioFormat.MULAW: 1, AudioFormat.ALAW: 1}
+
+
+def split_frames(payload: bytes, fmt: AudioFormat, sample_rate: int, frame_s: float) -> list[bytes]:
+    """Cut encoded audio into frames of at most ``frame_s`` seconds, on sample boundaries."""
+    width = _BYTES_PER_SAMPLE[fmt]
+    step = max(1, int(sample_rate * frame_s)) * width
+    return [payload[i : i + step] for i in range(0, len(payload), step)]
+
+
+class Turn:
+    """A turn: opened by its first text, ended by a flush (or a request), dropped by a cancel.
+
+    Args:
+        number: the turn's number in its session (Deepgram-style replies call it ``sequence_id``).
+        opened_by: the dialect of the message that opened it: koe turns get ``segment`` messages, AWS
+            requests ``synthesis_start``/``synthesis_complete``, Deepgram turns audio only.
+        options: the effective settings, fixed for the whole turn.
+        stream: its segments' synthesis.
+        report: the session's error handler (decides whether the session survives the error).
+    """
+
+    def __init__(
+        self,
+        number: int,
+        opened_by: Dialect,
+        options: SessionOptions,
+        stream: SegmentStream,
+        *,
+        outbox: Outbox,
+        clock: PlaybackClock,
+        metrics: Metrics,
+        frame_s: float,
+        report: Callable[[KoeError], object],
+        request_id: str | int | None = None,
+    ) -> None:
+        self.number = number
+        self.opened_by = opened_by
+        self.options = options
+        self.stream = stream
+        self.request_id = request_id
+        self.chars = 0
+        self.ended_by: Dialect | None = None
+        self.task: asyncio.Task[None] | None = None
+        self._outbox = outbox
+        self._clock = clock
+        self._metrics = metrics
+        self._frame_s = frame_s
+        self._report = report
+        self._opened_at = time.monotonic()
+
+    @property
+    def fmt(self) -> AudioFormat:
+        assert self.options.format is not None  # effective options are complete
+        return self.options.format
+
+    @property
+    def sample_rate(self) -> int:
+        assert self.options.sample_rate is not None  # effective options are complete
+        return self.options.sample_rate
+
+    def add(self, text: str) -> None:
+        self.chars += len(text)
+        self.stream.add(text)
+
+    def finish(self, dialect: Dialect) -> None:
+        """The client flushed: speak the rest, then reply in ``dialect``'s words."""
+        self.ended_by = dialect
+        self.stream.finish()
+
+    async def run(self, after: asyncio.Task[None] | None) -> None:
+        """Speak the turn once the turn ``after`` has spoken. Cancelling drops everything unsent."""
+        try:
+            if after is not None:
+                await asyncio.wait([after])
+            await self._speak()
+        except OverloadedError as exc:
+            self._report(exc)
+        finally:
+            self.stream.close()
+
+    async def _speak(self) -> None:
+        encoder = StreamEncoder(self.fmt, self.sample_rate)
+        if self.opened_by is Dialect.AWS and self.request_id is not None:
+            self._send(SynthesisStart(self.request_id))
+        total_s = 0.0
+        first_audio_at: float | None = None
+        while True:
+            try:
+                item = await self.stream.next()
+            except OverloadedError:
+                raise
+            except KoeError as exc:  # one segment failed (bad G2P input...): say so, speak the rest
+                self._report(exc)
+                continue
+            if item is None:
+                break
+            duration = len(item.audio) / SAMPLE_RATE
+            self._metrics.observe_synthesis(item.took_s, duration)
+            if duration == 0:
+                continue  # nothing speakable in this segment
+            segment = item.segment
+            if self.opened_by is Dialect.KOE:
+                self._send(SegmentStart(self.number, segment.index, segment.text, segment.source_span))
+            self._audio(encoder.encode(item.audio))
+            self._clock.delivered(duration)
+            if first_audio_at is None:
+                first_audio_at = time.monotonic()
+                if self.stream.first_cut_at is not None:
+                    self._metrics.time_to_first_audio.labels("ws").observe(
+                        first_audio_at - self.stream.first_cut_at
+                    )
+            if self.opened_by is Dialect.KOE:
+                self._send(SegmentEnd(self.number, segment.index, round(duration, 3)))
+            total_s += duration
+            await self._outbox.room()
+        self._audio(encoder.finish())
+        self._send(self._end_message(total_s, first_audio_at))
+        self._metrics.turns.labels("flushed").inc()
+
+    def _end_message(self, total_s: float, first_audio_at: float | None) -> ServerMessage:
+        if self.opened_by is Dialect.AWS and self.request_id is not None:
+            return SynthesisComplete(
+                self.request_id, round(total_s, 3), round(time.monotonic() - self._opened_at, 3)
+            )
+        if self.ended_by is Dialect.DEEPGRAM:
+            return DeepgramFlushed(self.number)
+        ttfa_ms = None
+        if first_audio_at is not None and self.stream.first_cut_at is not None:
+            ttfa_ms = round((first_audio_at - self.stream.first_cut_at) * 1000, 1)
+        return Flushed(self.number, round(total_s, 3), ttfa_ms)
+
+    def _send(self, message: ServerMessage) -> None:
+        self._outbox.data(self.number, encode(message))
+
+    def _audio(self, payload: bytes) -> None:
+        seconds_per_byte = 1 / (_BYTES_PER_SAMPLE[self.fmt] * self.sample_rate)
+        for frame in split_frames(payload, self.fmt, self.sample_rate, self._frame_s):
+            self._outbox.data(self.number, frame, len(frame) * seconds_per_byte)

@@ -1,0 +1,142 @@
+"""The one frozen settings object: every limit of the server, finite and named, built once.
+
+Values come from the defaults below, then ``KOE_<FIELD>`` environment variables, then explicit overrides
+(the CLI's flags), and are validated together, so a bad value fails at start-up with the field's name.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from koe.errors import ConfigError
+
+#: The protocol caps one audio frame at 100 ms so that a cancel never waits behind more than that.
+MAX_FRAME_S = 0.1
+_ENV_PREFIX = "KOE_"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the server can be told. Sizes in bytes or characters, durations in seconds."""
+
+    # loopback unless told otherwise; container images set KOE_HOST=0.0.0.0 so SageMaker reaches port 8080
+    host: str = "127.0.0.1"
+    port: int = 8080
+    # engine
+    model_dir: Path | None = None
+    download: bool = False  # fetch the fp32 model and voices from Hugging Face (needs internet)
+    workers: int = 2  # concurrent synthesis calls; 2 x 2 threads measured best here (docs/api.md)
+    threads_per_worker: int = 2  # ONNX Runtime intra-op threads of the engine
+    warmup: bool = True
+    default_voice: str = "af_heart"
+    # WebSocket sessions
+    max_sessions: int = 32
+    max_message_bytes: int = 64 * 1024
+    max_message_chars: int = 16_000
+    max_turn_chars: int = 100_000
+    max_session_chars: int = 1_000_000
+    idle_timeout_s: float = 300.0
+    max_session_s: float = 3600.0
+    frame_s: float = MAX_FRAME_S
+    audio_high_water_s: float = 10.0
+    audio_low_water_s: float = 4.0
+    # HTTP
+    max_body_bytes: int = 256 * 1024
+    max_request_chars: int = 20_000
+    request_max_age_s: float = 60.0
+    max_http_requests: int = 32
+    # scheduler
+    max_queued_jobs: int = 64
+    segments_ahead: int = 1  # segments of one turn queued or running at once
+    # lifecycle
+    shutdown_grace_s: float = 20.0  # SageMaker kills the container 30 s after SIGTERM
+
+    def __post_init__(self) -> None:
+        for name in (
+            "workers",
+            "threads_per_worker",
+            "max_sessions",
+            "max_message_bytes",
+            "max_message_chars",
+            "max_turn_chars",
+            "max_session_chars",
+            "max_body_bytes",
+            "max_request_chars",
+            "max_http_requests",
+            "max_queued_jobs",
+            "segments_ahead",
+        ):
+            _require(name, getattr(self, name) >= 1, "an integer >= 1")
+        for name in (
+            "idle_timeout_s",
+            "max_session_s",
+            "frame_s",
+            "audio_high_water_s",
+            "audio_low_water_s",
+            "request_max_age_s",
+            "shutdown_grace_s",
+        ):
+            value = getattr(self, name)
+            _require(name, math.isfinite(value) and value > 0, "a finite number > 0")
+        _require("port", 0 <= self.port <= 65535, "a port number in [0, 65535]")
+        _require("frame_s", self.frame_s <= MAX_FRAME_S, f"at most {MAX_FRAME_S} s")
+        _require(
+            "audio_low_water_s",
+            self.audio_low_water_s < self.audio_high_water_s,
+            f"below audio_high_water_s ({self.audio_high_water_s})",
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from ``KOE_*`` variables, then ``overrides`` (``None`` values are ignored).
+
+        Raises:
+            ConfigError: a variable or override has the wrong type or is out of range; names the field.
+        """
+        environ = os.environ if environ is None else environ
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for field in fields(cls):
+            raw = environ.get(_ENV_PREFIX + field.name.upper())
+            if raw is not None:
+                values[field.name] = _convert(field.name, raw, hints[field.name])
+        unknown = set(overrides) - {field.name for field in fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown settings: {sorted(unknown)}", code="invalid_field")
+        values.update({name: value for name, value in overrides.items() if value is not None})
+        return cls(**values)
+
+
+def _require(name: str, ok: bool, expected: str) -> None:
+    if not ok:
+        raise ConfigError(f"setting {name}: expected {expected}", code="invalid_field")
+
+
+def _convert(name: str, raw: str, hint: Any) -> Any:
+    """Turn one environment string into the field's type; ``hint`` is the resolved annotation."""
+    try:
+        if hint is bool:
+            lowered = raw.strip().lower()
+            if lowered not in {"1", "0", "true", "false", "yes", "no"}:
+                raise ValueError(raw)
+            return lowered in {"1", "true", "yes"}
+        if hint is int:
+            return int(raw)
+        if hint is float:
+            value = float(raw)
+            if not math.isfinite(value):
+                raise ValueError(raw)
+            return value
+        if hint == Path | None:
+            return Path(raw) if raw else None
+        return raw
+    except ValueError as exc:
+        raise ConfigError(
+            f"{_ENV_PREFIX}{name.upper()}: expected {getattr(hint, '__name__', hint)}, got {raw!r}",
+            code="invalid_field",
+        ) from exc

@@ -1,0 +1,33 @@
+"""Bench parameters: quick and full defaults, overrides, and refusals (no model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from koe.agent.replay import ReplayPace
+from koe.bench.config import ANSWER, QUICK_ANSWER, BenchConfig
+from koe.errors import ConfigError
+
+
+def test_quick_run_is_short_and_full_run_uses_the_long_answer() -> None:
+    quick = BenchConfig.for_run(Path("out"), quick=True)
+    full = BenchConfig.for_run(Path("out"), quick=False)
+    assert (quick.answer, quick.repeats, quick.max_sessions) == (QUICK_ANSWER, 1, 2)
+    assert (full.answer, full.repeats, full.max_sessions, full.barge_ins) == (ANSWER, 5, 8, 20)
+
+
+def test_overrides_win_over_the_defaults() -> None:
+    pace = ReplayPace(40.0, 0.5)
+    config = BenchConfig.for_run(Path("out"), quick=True, pace=pace, repeats=3, ttfa_threshold_s=1.5)
+    assert (config.pace, config.repeats, config.ttfa_threshold_s) == (pace, 3, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("repeats", 0, "repeats"), ("max_sessions", -1, "max_sessions"), ("ttfa_threshold_s", 0.0, "threshold")],
+)
+def test_out_of_range_values_are_refused_by_name(field: str, value: float, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BenchConfig.for_run(Path("out"), quick=False, **{field: value})

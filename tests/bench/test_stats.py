@@ -1,0 +1,72 @@
+"""The benchmark's arithmetic: the simulated listener, summaries, the line fit (no model, milliseconds)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from koe.bench.stats import MIN_GAP_S, Chunk, fit_line, simulate_playback, summarize
+
+
+def test_listener_starts_at_first_audio_and_counts_each_underrun() -> None:
+    # 1 s of audio at t=2, the next at t=4 (1 s late), the next at t=4.5 (in time: speaker busy until 5)
+    playback = simulate_playback([Chunk(4.5, 0.5), Chunk(2.0, 1.0), Chunk(4.0, 1.0)])
+    assert playback.starts_at == 2.0
+    assert playback.gaps == ((3.0, 4.0),)
+    assert playback.played == ((2.0, 3.0), (4.0, 5.5))
+    assert playback.ends_at == 5.5
+    assert (playback.gap_count, playback.gap_total_s, playback.max_gap_s) == (1, 1.0, 1.0)
+
+
+def test_audio_arriving_ahead_of_the_speaker_leaves_no_gap() -> None:
+    playback = simulate_playback([Chunk(0.0, 0.1), Chunk(0.01, 0.1), Chunk(0.02, 0.1)])
+    assert playback.gap_count == 0
+    assert playback.played == ((0.0, pytest.approx(0.3)),)
+
+
+def test_underruns_below_the_noise_floor_are_not_gaps() -> None:
+    playback = simulate_playback([Chunk(0.0, 0.1), Chunk(0.1 + MIN_GAP_S / 2, 0.1)])
+    assert playback.gap_count == 0
+
+
+def test_no_audio_means_no_playback() -> None:
+    playback = simulate_playback([Chunk(1.0, 0.0)])
+    assert (playback.starts_at, playback.ends_at, playback.played, playback.gaps) == (None, None, (), ())
+
+
+@given(st.lists(st.tuples(st.floats(0, 30), st.floats(0.001, 3)), min_size=1, max_size=40))
+def test_listener_plays_everything_once_and_sound_and_silence_tile_the_time(
+    chunks: list[tuple[float, float]],
+) -> None:
+    playback = simulate_playback([Chunk(at, d) for at, d in chunks])
+    heard = sum(b - a for a, b in playback.played)
+    assert heard == pytest.approx(sum(d for _, d in chunks))
+    assert playback.starts_at == min(at for at, _ in chunks)
+    assert playback.ends_at is not None
+    assert heard + playback.gap_total_s <= playback.ends_at - playback.starts_at + 1e-6
+    spans = sorted([*playback.played, *playback.gaps])
+    assert all(b1 <= a2 + 1e-9 for (_, b1), (a2, _) in itertools.pairwise(spans))
+
+
+def test_p95_appears_only_from_twenty_samples() -> None:
+    assert summarize([float(i) for i in range(19)]).p95 is None
+    many = summarize([float(i) for i in range(1, 21)])
+    assert many.p95 == pytest.approx(19.05)
+    assert (many.n, many.median, many.min, many.max) == (20, 10.5, 1.0, 20.0)
+
+
+def test_summary_of_nothing_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one sample"):
+        summarize([])
+
+
+def test_line_fit_recovers_intercept_and_slope() -> None:
+    fit = fit_line([10, 20, 40], [0.2 + 0.01 * x for x in (10, 20, 40)])
+    assert fit.intercept == pytest.approx(0.2)
+    assert fit.slope == pytest.approx(0.01)
+    assert fit.r2 == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="distinct"):
+        fit_line([5, 5], [1.0, 2.0])

@@ -1,0 +1,191 @@
+"""The scheduler with real blocking jobs on real threads: order, cancellation, admission, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from koe.errors import OverloadedError
+from koe.scheduler.queue import Scheduler
+
+T = TypeVar("T")
+_WAIT_S = 5.0  # generous bound for a thread hand-off on a loaded machine; never reached when correct
+
+
+def run(main: Callable[[], Awaitable[T]]) -> T:
+    async def bounded() -> T:
+        async with asyncio.timeout(30):
+            return await main()
+
+    return asyncio.run(bounded())
+
+
+class Gate:
+    """A job that holds its worker until released: makes the queue's state observable."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> str:
+        self.started.set()
+        if not self.release.wait(_WAIT_S):
+            raise TimeoutError("gate never released")
+        return "gate"
+
+    async def wait_started(self) -> None:
+        assert await asyncio.to_thread(self.started.wait, _WAIT_S)
+
+
+def test_jobs_run_earliest_deadline_first_not_in_submission_order() -> None:
+    async def main() -> list[str]:
+        scheduler = Scheduler(workers=1, max_queued=10)
+        ran: list[str] = []
+        gate = Gate()
+        blocker = scheduler.submit(gate, deadline=0.0, cost_s=0.1)
+        await gate.wait_started()
+        futures = [
+            scheduler.submit(lambda name=name: ran.append(name), deadline=deadline, cost_s=0.1)
+            for name, deadline in [("late", 30.0), ("first", 10.0), ("middle", 20.0), ("tie", 20.0)]
+        ]
+        gate.release.set()
+        await asyncio.gather(blocker, *futures)
+        await scheduler.aclose(_WAIT_S)
+        return ran
+
+    assert run(main) == ["first", "middle", "tie", "late"]
+
+
+def test_a_job_cancelled_while_queued_never_runs_and_leaves_the_queue_at_once() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=1, max_queued=10)
+        gate = Gate()
+        blocker = scheduler.submit(gate, deadline=0.0, cost_s=0.1)
+        await gate.wait_started()
+        ran = threading.Event()
+        doomed = scheduler.submit(ran.set, deadline=1.0, cost_s=0.1)
+        assert scheduler.stats.queued == 1
+        doomed.cancel()
+        await asyncio.sleep(0)  # done-callbacks run on the next loop iteration
+        assert scheduler.stats.queued == 0
+        assert scheduler.stats.dropped == 1
+        gate.release.set()
+        assert await blocker == "gate"
+        after = await scheduler.submit(lambda: "after", deadline=2.0, cost_s=0.1)
+        assert after == "after"
+        assert not ran.is_set()
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_a_job_cancelled_while_running_has_its_result_discarded() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=1, max_queued=10)
+        gate = Gate()
+        job = scheduler.submit(gate, deadline=0.0, cost_s=0.1)
+        await gate.wait_started()
+        job.cancel()
+        gate.release.set()
+        assert await scheduler.submit(lambda: "next", deadline=1.0, cost_s=0.1) == "next"
+        stats = scheduler.stats
+        assert (stats.discarded, stats.completed, stats.dropped, stats.running) == (1, 1, 0, 0)
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_admission_refuses_new_work_when_full_but_never_a_continuation() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=1, max_queued=2)
+        gate = Gate()
+        blocker = scheduler.submit(gate, deadline=0.0, cost_s=1.0)
+        await gate.wait_started()
+        queued = [scheduler.submit(lambda: None, deadline=1.0, cost_s=3.0, admit=True) for _ in range(2)]
+        with pytest.raises(OverloadedError) as refused:
+            scheduler.submit(lambda: None, deadline=1.0, cost_s=1.0, admit=True)
+        assert refused.value.code == "queue_saturated"
+        assert refused.value.retry_after_s == pytest.approx(6.0)
+        assert "limit 2" in refused.value.message
+        continuation = scheduler.submit(lambda: "continued", deadline=2.0, cost_s=1.0)
+        gate.release.set()
+        await asyncio.gather(blocker, *queued)
+        assert await continuation == "continued"
+        assert scheduler.stats.refused == 1
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_a_failing_job_raises_in_its_caller_and_the_worker_keeps_serving() -> None:
+    def broken() -> None:
+        raise ValueError("engine exploded")
+
+    async def main() -> None:
+        scheduler = Scheduler(workers=1, max_queued=10)
+        with pytest.raises(ValueError, match="engine exploded"):
+            await scheduler.submit(broken, deadline=0.0, cost_s=0.1)
+        assert await scheduler.submit(lambda: 42, deadline=0.0, cost_s=0.1) == 42
+        assert (scheduler.stats.failed, scheduler.stats.completed) == (1, 1)
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_two_workers_run_two_jobs_at_the_same_time() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=2, max_queued=10)
+        barrier = threading.Barrier(2, timeout=_WAIT_S)  # breaks (raises) unless both jobs run together
+        results = await asyncio.gather(
+            *(scheduler.submit(barrier.wait, deadline=0.0, cost_s=0.1) for _ in range(2))
+        )
+        assert sorted(results) == [0, 1]
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_the_event_loop_keeps_running_while_every_worker_is_busy() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=1, max_queued=10)
+        gate = Gate()
+        job = scheduler.submit(gate, deadline=0.0, cost_s=0.1)
+        await gate.wait_started()
+        ticks = 0
+        for _ in range(3):
+            await asyncio.sleep(0.001)
+            ticks += 1
+        assert ticks == 3 and not job.done()
+        gate.release.set()
+        await job
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_close_cancels_queued_jobs_refuses_new_ones_and_is_idempotent() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=1, max_queued=10)
+        gate = Gate()
+        running = scheduler.submit(gate, deadline=0.0, cost_s=0.1)
+        await gate.wait_started()
+        queued = scheduler.submit(lambda: None, deadline=1.0, cost_s=0.1)
+        gate.release.set()
+        await scheduler.aclose(_WAIT_S)
+        assert queued.cancelled()
+        assert await running == "gate"
+        with pytest.raises(OverloadedError) as refused:
+            scheduler.submit(lambda: None, deadline=0.0, cost_s=0.1)
+        assert refused.value.code == "shutting_down"
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_invalid_sizes_are_refused() -> None:
+    with pytest.raises(ValueError, match="workers >= 1"):
+        Scheduler(workers=0, max_queued=1)

@@ -1,0 +1,154 @@
+"""/ping, /invocations and /metrics against a live server with a real httpx client."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import httpx
+import pytest
+import soundfile
+
+from live_server import LiveServer
+
+
+def test_ping_is_200_when_ready(koe_server: LiveServer) -> None:
+    response = httpx.get(koe_server.http_url + "/ping")
+    assert (response.status_code, response.json()) == (200, {"status": "ready"})
+
+
+def test_a_whole_file_comes_with_duration_inference_time_and_rtf(koe_server: LiveServer) -> None:
+    response = httpx.post(
+        koe_server.http_url + "/invocations",
+        json={"text": "Hello there.", "stream": False, "sample_rate": 16000},
+        timeout=120,
+    )
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "audio/wav"
+    samples, rate = soundfile.read(io.BytesIO(response.content))
+    assert rate == 16000
+    duration = float(response.headers["x-audio-duration"])
+    assert len(samples) / rate == pytest.approx(duration, abs=0.01)
+    inference_ms = float(response.headers["x-inference-time-ms"])
+    assert float(response.headers["x-rtf"]) == pytest.approx(inference_ms / 1000 / duration, rel=0.01)
+
+
+def test_a_streamed_response_starts_before_the_last_sentence_is_synthesized(koe_server: LiveServer) -> None:
+    stats = lambda: koe_server.runtime.scheduler.stats.completed  # noqa: E731 - read on the server loop
+    before = koe_server.call(stats)
+    body = {
+        "text": "The first sentence is here. The second sentence is here. The third sentence is here.",
+        "format": "pcm",
+        "stream": True,
+    }
+    with httpx.stream("POST", koe_server.http_url + "/invocations", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "audio/pcm"
+        chunks = response.iter_bytes()
+        first = next(chunks)
+        done_at_first_audio = koe_server.call(stats) - before
+        rest = b"".join(chunks)
+    assert first and done_at_first_audio < 3
+    assert (len(first) + len(rest)) % 2 == 0
+    assert koe_server.call(stats) - before == 3  # every sentence was synthesized in the end
+
+
+def test_a_text_plain_body_is_spoken_as_wav(koe_server: LiveServer) -> None:
+    response = httpx.post(
+        koe_server.http_url + "/invocations",
+        content="Hi.",
+        headers={"content-type": "text/plain"},
+        timeout=120,
+    )
+    assert response.status_code == 200
+    assert response.content[:4] == b"RIFF"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "magic"),
+    [("mp3", (b"ID3", b"\xff\xfb", b"\xff\xf3")), ("flac", (b"fLaC",)), ("opus", (b"OggS",))],
+)
+def test_compressed_formats_stream_valid_containers(
+    koe_server: LiveServer, fmt: str, magic: tuple[bytes, ...]
+) -> None:
+    response = httpx.post(
+        koe_server.http_url + "/invocations", json={"text": "Yes.", "format": fmt}, timeout=120
+    )
+    assert response.status_code == 200
+    assert response.content.startswith(magic)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "says"),
+    [
+        (b"{not json", 400, "invalid_json", "JSON"),
+        (b'{"text": 5}', 400, "invalid_field", "text"),
+        (b'{"text": "   "}', 400, "invalid_field", "text"),
+        (b'{"text": "hi", "voice": "zz_nobody"}', 400, "unknown_voice", "af_heart"),
+        (b'{"text": "hi", "format": "aiff"}', 400, "invalid_field", "format"),
+        (b'{"text": "hi", "sample_rate": 11025}', 400, "invalid_field", "sample_rate"),
+        (b'{"text": "hi", "format": "opus", "sample_rate": 44100}', 400, "invalid_field", "sample_rate"),
+        (b'{"text": "hi", "speed": 9}', 400, "invalid_field", "speed"),
+        (b'{"text": "hi", "stream": "yes"}', 400, "invalid_field", "stream"),
+        (b'{"text": "hi", "request_timestamp": 1000}', 408, "request_stale", "old"),
+        (b'{"text": "hi", "request_timestamp": "2001-01-01T00:00:00"}', 408, "request_stale", "old"),
+        (b'{"text": "hi", "request_timestamp": "yesterday"}', 400, "invalid_field", "request_timestamp"),
+        (b'{"text": "' + b"a" * 20_001 + b'"}', 413, "text_too_long", "20000"),
+    ],
+)
+def test_bad_requests_get_the_documented_error_and_the_server_keeps_serving(
+    koe_server: LiveServer, body: bytes, status: int, code: str, says: str
+) -> None:
+    response = httpx.post(
+        koe_server.http_url + "/invocations",
+        content=body,
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
+    assert response.status_code == status
+    assert response.json()["error"] == code
+    assert says in response.json()["message"]
+    assert httpx.get(koe_server.http_url + "/ping").status_code == 200
+
+
+def test_a_fresh_request_timestamp_is_accepted(koe_server: LiveServer) -> None:
+    body = {"text": "Now.", "request_timestamp": time.time(), "format": "pcm"}
+    assert httpx.post(koe_server.http_url + "/invocations", json=body, timeout=120).status_code == 200
+
+
+def test_an_oversized_body_and_a_foreign_content_type_are_refused(koe_server: LiveServer) -> None:
+    big = httpx.post(
+        koe_server.http_url + "/invocations",
+        content=b"x" * (256 * 1024 + 1),
+        headers={"content-type": "text/plain"},
+    )
+    assert (big.status_code, big.json()["error"]) == (413, "body_too_large")
+    xml = httpx.post(
+        koe_server.http_url + "/invocations", content=b"<text/>", headers={"content-type": "application/xml"}
+    )
+    assert (xml.status_code, xml.json()["error"]) == (415, "unsupported_media_type")
+
+
+def test_metrics_are_prometheus_text_with_koe_series(koe_server: LiveServer) -> None:
+    httpx.post(koe_server.http_url + "/invocations", json={"text": "Count me.", "format": "pcm"}, timeout=120)
+    httpx.post(koe_server.http_url + "/invocations", json={"text": "Count me.", "voice": "zz_nobody"})
+    response = httpx.get(koe_server.http_url + "/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    for series in (
+        "koe_time_to_first_audio_seconds_bucket",
+        "koe_synthesis_seconds_count",
+        "koe_real_time_factor_bucket",
+        "koe_queue_depth",
+        "koe_jobs_running",
+        "koe_jobs_total",
+        "koe_active_sessions",
+        "koe_segments_total",
+        "koe_audio_seconds_total",
+        "koe_errors_total",
+        "koe_cancels_total",
+    ):
+        assert series in text, series
+    assert 'koe_time_to_first_audio_seconds_count{transport="http"}' in text
+    assert 'koe_errors_total{code="unknown_voice"}' in text

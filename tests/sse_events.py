@@ -1,0 +1,27 @@
+"""Helpers for the agent's Server-Sent Events (imported as ``sse_events``; tests/ is on pytest's path)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+#: Three sentences of different lengths: the first is spoken while the others are still being "written".
+THREE_SENTENCES = (
+    "The first sentence is short. The second one takes a little longer to write. And the third ends it."
+)
+
+
+def sse_events(response: httpx.Response) -> list[dict[str, Any]]:
+    """Parse a Server-Sent Events body: each event's ``event:`` must match its JSON ``type``."""
+    events = []
+    for block in response.text.split("\n\n"):
+        if not block:
+            continue
+        kind, data = block.split("\n")
+        assert kind.startswith("event: ") and data.startswith("data: ")
+        event = json.loads(data.removeprefix("data: "))
+        assert event["type"] == kind.removeprefix("event: ")
+        events.append(event)
+    return events

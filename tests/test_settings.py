@@ -1,0 +1,68 @@
+"""The frozen settings: defaults, KOE_* variables, overrides, and validation that names the field."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from koe.errors import ConfigError
+from koe.settings import MAX_FRAME_S, Settings
+
+
+def test_environment_variables_are_typed_and_overrides_win() -> None:
+    settings = Settings.from_env(
+        {
+            "KOE_PORT": "9000",
+            "KOE_WORKERS": "2",
+            "KOE_AUDIO_HIGH_WATER_S": "6.5",
+            "KOE_WARMUP": "no",
+            "KOE_MODEL_DIR": "/models",
+            "KOE_HOST": "0.0.0.0",
+        },
+        port=9100,
+        workers=None,
+    )
+    assert (settings.port, settings.workers, settings.audio_high_water_s) == (9100, 2, 6.5)
+    assert (settings.warmup, settings.model_dir, settings.host) == (False, Path("/models"), "0.0.0.0")
+
+
+def test_the_defaults_bind_loopback_on_port_8080() -> None:
+    settings = Settings.from_env({})
+    assert (settings.host, settings.port) == ("127.0.0.1", 8080)
+
+
+def test_every_limit_is_finite() -> None:
+    for field in dataclasses.fields(Settings):
+        value = getattr(Settings(), field.name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            assert value < float("inf"), field.name
+
+
+@pytest.mark.parametrize(
+    ("environ", "says"),
+    [
+        ({"KOE_PORT": "eighty"}, "KOE_PORT: expected int"),
+        ({"KOE_IDLE_TIMEOUT_S": "inf"}, "KOE_IDLE_TIMEOUT_S"),
+        ({"KOE_WARMUP": "maybe"}, "KOE_WARMUP"),
+        ({"KOE_WORKERS": "0"}, "workers"),
+        ({"KOE_FRAME_S": "0.5"}, f"at most {MAX_FRAME_S}"),
+        ({"KOE_AUDIO_LOW_WATER_S": "20"}, "below audio_high_water_s"),
+        ({"KOE_PORT": "70000"}, "port"),
+    ],
+)
+def test_bad_values_fail_at_start_naming_the_setting(environ: dict[str, str], says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as raised:
+        Settings.from_env(environ)
+    assert raised.value.code == "invalid_field"
+
+
+def test_unknown_overrides_are_refused() -> None:
+    with pytest.raises(ConfigError, match="max_speed"):
+        Settings.from_env({}, max_speed=3)
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Settings().port = 1  # type: ignore[misc]
