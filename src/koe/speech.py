@@ -7,7 +7,6 @@ voices, a warm-up utterance); everything after is thread-safe.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,35 +29,20 @@ from koe.errors import ConfigError
 from koe.g2p.base import G2P
 from koe.g2p.chunk import split_phonemes
 from koe.g2p.misaki import MisakiG2P
+from koe.params import LANGS, validate_lang, validate_speed
 from koe.text.segment import Segmenter
 from koe.types import SAMPLE_RATE, Audio, StyleTable
 
 logger = logging.getLogger(__name__)
 
-MIN_SPEED = 0.5
-MAX_SPEED = 2.0
-LANGS = (AMERICAN, BRITISH)
+ENGINES = ("onnx", "torch")
 _WARMUP_TEXT = "Hello there, this warms the model up."
-
-
-def validate_speed(speed: object) -> float:
-    """A finite speed in [MIN_SPEED, MAX_SPEED]; raises ``ConfigError`` naming the range otherwise."""
-    if isinstance(speed, bool) or not isinstance(speed, int | float) or not math.isfinite(speed):
-        raise ConfigError(f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}, got {speed!r}")
-    if not MIN_SPEED <= speed <= MAX_SPEED:
-        raise ConfigError(f"speed must be from {MIN_SPEED} to {MAX_SPEED}, got {speed}")
-    return float(speed)
-
-
-def validate_lang(lang: object) -> str:
-    if lang not in LANGS:
-        raise ConfigError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
-    return str(lang)
 
 
 @dataclass(frozen=True, slots=True)
 class SpeechOptions:
-    model_dir: Path | None = None  # a local directory with one .onnx and voices (KOE_MODEL_DIR)
+    engine: str = "onnx"  # "onnx" (default, CPU or CUDA) or "torch" (koe[gpu]; docs/deploy.md)
+    model_dir: Path | None = None  # a local directory with one .onnx (.pth for torch) and voices
     download: bool = False  # fetch fp32 ONNX + voices from Hugging Face (needs internet)
     threads: int | None = None  # ONNX Runtime intra-op threads per session
     graph_optimization: str = "all"
@@ -78,12 +62,32 @@ class PhonemePiece:
 
 
 def resolve_source(options: SpeechOptions) -> ModelSource:
+    if options.engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {options.engine!r}")
     if options.model_dir is not None:
-        return local_source(options.model_dir)
+        return local_source(options.model_dir, ".pth" if options.engine == "torch" else ".onnx")
     if options.download:
-        return download_from_hugging_face(cache_dir() / "hugging-face", list(options.voices))
+        return download_from_hugging_face(
+            cache_dir() / "hugging-face", list(options.voices), model=options.engine == "onnx"
+        )
     install_voices(list(options.voices))
     return ModelSource(model_path=None, voices_dir=default_voices_dir())
+
+
+def _load_engine(options: SpeechOptions, source: ModelSource) -> Engine:
+    if options.engine == "torch":
+        from koe.engine.torch import TorchEngine, TorchOptions, install_weights
+
+        weights = source.model_path or (install_weights() if options.download else None)
+        return TorchEngine.load(weights, TorchOptions(threads=options.threads))
+    return OnnxEngine(
+        source.model_bytes(),
+        OnnxOptions(
+            threads=options.threads,
+            graph_optimization=options.graph_optimization,
+            windowed=options.windowed,
+        ),
+    )
 
 
 class Speech:
@@ -102,14 +106,7 @@ class Speech:
         options = options or SpeechOptions()
         started = time.perf_counter()
         source = resolve_source(options)
-        engine = OnnxEngine(
-            source.model_bytes(),
-            OnnxOptions(
-                threads=options.threads,
-                graph_optimization=options.graph_optimization,
-                windowed=options.windowed,
-            ),
-        )
+        engine = _load_engine(options, source)
         names = None if options.model_dir is not None else options.voices
         voices = VoiceBank.load(source.voices_dir, names)
         g2p: dict[str, G2P] = {lang: MisakiG2P(british=lang == BRITISH) for lang in options.langs}

@@ -8,6 +8,7 @@ the real code: KModel's architecture, strict checkpoint loading, batching and ca
 from __future__ import annotations
 
 import pickle
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -268,3 +269,28 @@ def test_real_weights_speak(tmp_path: Path) -> None:
     style = VoiceBank.load(default_voices_dir(), ("af_heart",)).resolve("af_heart")
     audio = engine.synthesize_batch([SynthesisRequest("həlˈoʊ wˈɜːld", style)] * 3)
     assert all(0.3 * 24_000 < len(a) < 3 * 24_000 and 0.01 < float(np.abs(a).max()) <= 1.5 for a in audio)
+
+
+def test_speech_loads_the_torch_engine_from_a_model_dir(
+    model: object, installed_voices: Path, tmp_path: Path
+) -> None:
+    """``KOE_ENGINE=torch`` with ``KOE_MODEL_DIR``: a .pth plus voices, the same G2P and voices as ONNX."""
+    from koe.speech import Speech, SpeechOptions
+
+    states = {name: getattr(model, name).state_dict() for name in COMPONENTS}
+    torch.save({name: {f"module.{k}": v for k, v in state.items()} for name, state in states.items()},
+               tmp_path / "kokoro-v1_0.pth")  # fmt: skip
+    (tmp_path / "voices").mkdir()
+    shutil.copy(installed_voices / "af_heart.bin", tmp_path / "voices" / "af_heart.bin")
+    options = SpeechOptions(engine="torch", model_dir=tmp_path, threads=1, warmup=False, langs=("en-us",))
+    speech = Speech.load(options)
+    assert isinstance(speech.engine, TorchEngine)
+    assert speech.voices.names() == ["af_heart"]
+    assert speech.synthesize("Hi there.", voice="af_heart").size > 0
+
+
+def test_unknown_engine_is_a_config_error() -> None:
+    from koe.speech import SpeechOptions, resolve_source
+
+    with pytest.raises(ConfigError, match="engine must be one of onnx, torch"):
+        resolve_source(SpeechOptions(engine="tensorflow"))

@@ -10,10 +10,10 @@ from __future__ import annotations
 from koe.agent.base import Spoken
 from koe.audio.pcm import to_pcm16
 from koe.errors import OverloadedError
+from koe.params import validate_speed
 from koe.scheduler.deadline import PlaybackClock
 from koe.server.runtime import Runtime
 from koe.server.synthesis import SegmentStream, resolve_voice
-from koe.speech import validate_speed
 from koe.text.segment import Segmenter
 from koe.types import SAMPLE_RATE
 

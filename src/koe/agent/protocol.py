@@ -13,7 +13,7 @@ from typing import Any
 
 from koe.agent.replay import DEFAULT_FIRST_TOKEN_DELAY_S, DEFAULT_TOKENS_PER_S, ReplayPace
 from koe.errors import ConfigError, LimitError, ProtocolError
-from koe.speech import validate_speed
+from koe.params import validate_speed
 
 #: Longest voice spec accepted (names, weights and '+' of a blend).
 MAX_VOICE_CHARS = 200

@@ -107,13 +107,14 @@ class ModelSource:
         return data
 
 
-def local_source(directory: Path) -> ModelSource:
-    """A user-provided directory holding one ``.onnx`` file and voices (``voices/*.bin`` or ``*.bin``)."""
+def local_source(directory: Path, suffix: str = ".onnx") -> ModelSource:
+    """A user-provided directory holding one model file (``.onnx``, or ``.pth`` for the PyTorch engine)
+    and voices (``voices/*.bin`` or ``*.bin``)."""
     if not directory.is_dir():
         raise AssetError(f"KOE_MODEL_DIR {directory} is not a directory")
-    models = sorted(directory.glob("*.onnx")) + sorted(directory.glob("onnx/*.onnx"))
+    models = sorted(directory.glob(f"*{suffix}")) + sorted(directory.glob(f"onnx/*{suffix}"))
     if not models:
-        raise AssetError(f"no .onnx model in {directory} (expected e.g. {directory}/kokoro-v1.0.onnx)")
+        raise AssetError(f"no {suffix} model in {directory} (expected e.g. {directory}/kokoro-v1.0{suffix})")
     voices_dir = directory / "voices" if (directory / "voices").is_dir() else directory
     if not any(voices_dir.glob(f"*{VOICE_SUFFIX}")):
         raise AssetError(f"no voices (*.bin, 510×256 float32) in {voices_dir}")
@@ -166,8 +167,9 @@ def install_voices(names: list[str], *, force: bool = False) -> Path:
     return target
 
 
-def download_from_hugging_face(directory: Path, voices: list[str]) -> ModelSource:
-    """Download the fp32 ONNX export and voices from Hugging Face into ``directory`` (needs internet).
+def download_from_hugging_face(directory: Path, voices: list[str], *, model: bool = True) -> ModelSource:
+    """Download the fp32 ONNX export (unless ``model`` is false) and voices from Hugging Face into
+    ``directory`` (needs internet).
 
     Voices are verified against the pinned hashes (the npm package ships the same files); the fp32 model has
     no pinned hash here and its sha256 is logged.
@@ -177,10 +179,10 @@ def download_from_hugging_face(directory: Path, voices: list[str]) -> ModelSourc
     except ModuleNotFoundError as exc:
         raise AssetError("downloading needs huggingface_hub: `pip install 'koe[hf]'`") from exc
     hashes = pinned_voice_hashes()
-    model = Path(hf_hub_download(HF_ONNX_REPO, HF_ONNX_FILE, local_dir=directory))
+    model_path = Path(hf_hub_download(HF_ONNX_REPO, HF_ONNX_FILE, local_dir=directory)) if model else None
     for name in voices:
         path = Path(
             hf_hub_download(HF_ONNX_REPO, f"{HF_VOICE_DIR}/{name}{VOICE_SUFFIX}", local_dir=directory)
         )
         verify(path.read_bytes(), hashes[name], f"voice {name} from {HF_ONNX_REPO}")
-    return ModelSource(model_path=model, voices_dir=directory / HF_VOICE_DIR)
+    return ModelSource(model_path=model_path, voices_dir=directory / HF_VOICE_DIR)

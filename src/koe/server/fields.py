@@ -10,7 +10,7 @@ from collections.abc import Collection
 
 from koe.audio.formats import AudioFormat, check_sample_rate, parse_format
 from koe.errors import ConfigError
-from koe.speech import validate_lang, validate_speed
+from koe.params import validate_lang, validate_speed
 
 #: A voice spec longer than this is no voice or blend we could hold (names, weights and '+').
 MAX_VOICE_CHARS = 200

@@ -68,7 +68,9 @@ class Runtime:
         started = time.perf_counter()
         speech = self._given or Speech.load(
             SpeechOptions(
+                engine=self.settings.engine,
                 model_dir=self.settings.model_dir,
+                download=self.settings.download,
                 threads=self.settings.threads_per_worker,
                 warmup=False,
             )
