@@ -13,6 +13,21 @@ THREE_SENTENCES = (
 )
 
 
+def segment_words(text: str, segments: list[dict[str, Any]]) -> list[str]:
+    """The words of the agent's ``segment`` events, checked: each within its segment's audio (seconds from
+    the segment's first sample), in order, its ``source_span`` pointing at itself in the answer ``text``."""
+    found = []
+    for segment in segments:
+        end = 0.0
+        for word in segment["words"]:
+            a, b = word["source_span"]
+            assert text[a:b] == word["word"]
+            assert end <= word["start_s"] < word["end_s"] <= segment["duration_s"]
+            end = word["end_s"]
+            found.append(word["word"])
+    return found
+
+
 def sse_events(response: httpx.Response) -> list[dict[str, Any]]:
     """Parse a Server-Sent Events body: each event's ``event:`` must match its JSON ``type``."""
     events = []

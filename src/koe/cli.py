@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from koe.errors import KoeError
+from koe.logs import JsonFormatter, RedactSecrets, TextFormatter
 
 if TYPE_CHECKING:
     from koe.speech import Speech, SpeechOptions
@@ -29,6 +30,7 @@ logger = logging.getLogger("koe")
 _stderr = Console(stderr=True)
 
 Handler = Callable[[argparse.Namespace], int]
+_LOG_FORMATS = ("text", "json")
 
 _EXTENSION_FORMATS = {
     ".wav": "wav", ".mp3": "mp3", ".ogg": "opus", ".opus": "opus", ".flac": "flac", ".aac": "aac",
@@ -265,6 +267,38 @@ def _run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- koe soak -----------------------------------------------------------------------------------------
+
+
+def _register_soak(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "soak", help="mixed clients for minutes against a server; reports its memory growth and errors"
+    )
+    parser.add_argument("--minutes", type=float, default=10.0, help="how long the clients run (default 10)")
+    parser.add_argument("--clients", type=int, default=3, help="concurrent clients (default 3)")
+    parser.add_argument("--url", help="a running koe server (default: start `koe serve` as a subprocess)")
+    parser.add_argument("--pid", type=int, help="the process id of the server at --url, for its memory")
+    parser.add_argument("-o", "--out", type=Path, help="also write the report as JSON here")
+    parser.set_defaults(handler=_run_soak)
+
+
+def _run_soak(args: argparse.Namespace) -> int:
+    import asyncio
+    from contextlib import nullcontext
+
+    from koe.bench.soak import rss_bytes, server_process, soak
+
+    if (args.url is None) != (args.pid is None):
+        raise KoeError("--url and --pid go together (the server's memory is read from its pid)")
+    with server_process() if args.url is None else nullcontext((args.url, args.pid)) as (url, pid):
+        _stderr.print(f"soaking {url} (pid {pid}) for {args.minutes:g} min with {args.clients} clients")
+        report = asyncio.run(soak(url, args.minutes * 60, lambda: rss_bytes(pid), clients=args.clients))
+    print(report.summary())
+    if args.out is not None:
+        args.out.write_text(report.to_json())
+    return 0 if not report.server_errors and not report.client_failures else 1
+
+
 # --- koe serve ----------------------------------------------------------------------------------------
 
 
@@ -352,6 +386,7 @@ _REGISTRARS = (
     _register_install,
     _register_doctor,
     _register_bench,
+    _register_soak,
     _register_serve,
     _register_agent,
 )
@@ -360,6 +395,15 @@ _REGISTRARS = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="koe", description="Streaming Kokoro-82M speech for voice agents.")
     parser.add_argument("--log-level", default=os.environ.get("KOE_LOG_LEVEL", "WARNING"))
+    parser.add_argument(
+        "--log-format",
+        choices=_LOG_FORMATS,
+        default=os.environ.get("KOE_LOG_FORMAT", "text"),
+        help="text lines or one JSON object per line (default: KOE_LOG_FORMAT or text)",
+    )
+    parser.add_argument(
+        "--log-json", dest="log_format", action="store_const", const="json", help="--log-format json"
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for register in _REGISTRARS:
         register(subparsers)
@@ -367,10 +411,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.log_format not in _LOG_FORMATS:  # argparse checks flags, not defaults from the environment
+        parser.error(f"KOE_LOG_FORMAT: expected one of {', '.join(_LOG_FORMATS)}, got {args.log_format!r}")
+    log_handler = logging.StreamHandler()
+    log_handler.setFormatter(JsonFormatter() if args.log_format == "json" else TextFormatter())
+    log_handler.addFilter(RedactSecrets())
+    logging.basicConfig(level=args.log_level.upper(), handlers=[log_handler])
     handler: Handler = args.handler
     try:
         return handler(args)

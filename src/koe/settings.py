@@ -6,6 +6,7 @@ Values come from the defaults below, then ``KOE_<FIELD>`` environment variables,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping
@@ -18,6 +19,8 @@ from koe.errors import ConfigError
 #: The protocol caps one audio frame at 100 ms so that a cancel never waits behind more than that.
 MAX_FRAME_S = 0.1
 _ENV_PREFIX = "KOE_"
+#: A shorter API key could be guessed; 16 characters is what ``secrets.token_urlsafe(12)`` gives.
+MIN_API_KEY_CHARS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,10 @@ class Settings:
     segments_ahead: int = 1  # segments of one turn queued or running at once
     # lifecycle
     shutdown_grace_s: float = 20.0  # SageMaker kills the container 30 s after SIGTERM
+    # access (docs/operations.md): no key means no auth, as on loopback and behind SageMaker's own auth
+    api_key: str | None = dataclasses.field(default=None, repr=False)
+    allow_unauthenticated: bool = False  # silences the warning for a non-loopback host without a key
+    cors_origins: tuple[str, ...] = ()  # origins whose pages may call the HTTP routes; "*" for any
 
     def __post_init__(self) -> None:
         for name in (
@@ -91,6 +98,18 @@ class Settings:
             "audio_low_water_s",
             self.audio_low_water_s < self.audio_high_water_s,
             f"below audio_high_water_s ({self.audio_high_water_s})",
+        )
+        if self.api_key is not None:
+            key = self.api_key
+            _require(
+                "api_key",
+                len(key) >= MIN_API_KEY_CHARS and key.isascii() and key.isprintable() and " " not in key,
+                f"at least {MIN_API_KEY_CHARS} printable ASCII characters without spaces",
+            )
+        _require(
+            "cors_origins",
+            all(o == "*" or o.startswith(("http://", "https://")) for o in self.cors_origins),
+            "'*' or origins such as https://app.example.com",
         )
 
     @classmethod
@@ -136,6 +155,10 @@ def _convert(name: str, raw: str, hint: Any) -> Any:
             return value
         if hint == Path | None:
             return Path(raw) if raw else None
+        if hint == str | None:
+            return raw or None
+        if hint == tuple[str, ...]:
+            return tuple(item.strip() for item in raw.split(",") if item.strip())
         return raw
     except ValueError as exc:
         raise ConfigError(

@@ -18,7 +18,7 @@ from koe.agent.routes import create_agent_app
 from koe.agent.service import VoiceAgent
 from koe.settings import Settings
 from live_server import LOOPBACK, LiveServer, loopback_socket, run_server
-from sse_events import THREE_SENTENCES, sse_events
+from sse_events import THREE_SENTENCES, segment_words, sse_events
 from ws_events import messages, receive, run, send, until
 
 
@@ -48,6 +48,10 @@ def test_agentcore_paths_answer_at_the_root(agent_server: LiveServer) -> None:
     assert events[0]["type"] == "turn" and events[0]["session_id"] == "session-one"
     assert events[-1]["type"] == "done" and events[-1]["audio_s"] > 0.5
     assert {e["type"] for e in events} >= {"text_delta", "segment", "audio"}
+    segments = [e for e in events if e["type"] == "segment"]
+    assert segment_words("Hello from the other container.", segments) == [
+        "Hello", "from", "the", "other", "container",
+    ]  # fmt: skip
 
 
 def test_asking_without_an_llm_says_how_to_enable_one(agent_server: LiveServer) -> None:

@@ -11,7 +11,8 @@ import pytest
 from websockets.asyncio.client import connect
 
 from live_server import LiveServer
-from sse_events import THREE_SENTENCES, sse_events
+from sse_events import THREE_SENTENCES, segment_words, sse_events
+from support import words
 from ws_events import messages, receive, run, send, until
 
 
@@ -51,6 +52,7 @@ def test_an_invocation_streams_text_segments_and_audio_as_sse(koe_server: LiveSe
     for segment in segments:
         start, end = segment["source_span"]
         assert THREE_SENTENCES[start:end] == segment["text"]
+    assert [w.lower() for w in segment_words(THREE_SENTENCES, segments)] == words(THREE_SENTENCES)
     pcm = [base64.b64decode(a["audio"]) for a in audio]
     assert all(a["sample_rate"] == 24000 and len(p) == a["bytes"] for a, p in zip(audio, pcm, strict=True))
     assert events[-1]["audio_s"] == pytest.approx(sum(map(len, pcm)) / 48000, abs=0.002)

@@ -6,17 +6,19 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
 import pytest
-from websockets.asyncio.client import connect
+from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from koe.bench.soak import rss_bytes
 from koe.scheduler.queue import SchedulerStats
 from koe.server.app import create_app
 from koe.settings import Settings
+from live_checks import assert_serving, close_code, metric, server_tasks, wait_for, wait_idle
 from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket, run_server
 from ws_events import WAIT_S, messages, of_type, receive, run, send, until
 
@@ -33,18 +35,6 @@ class Gate:
 
 def stats(live: LiveServer) -> SchedulerStats:
     return live.call(lambda: live.runtime.scheduler.stats)
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def close_code(closed: ConnectionClosed) -> int | None:
-    return closed.rcvd.code if closed.rcvd is not None else None
 
 
 def test_a_saturated_queue_refuses_new_work_with_a_retry_hint(serve_app: ServerFactory) -> None:
@@ -84,47 +74,106 @@ def test_a_saturated_queue_refuses_new_work_with_a_retry_hint(serve_app: ServerF
         )
 
 
-def test_sessions_over_the_limit_are_refused_with_1013(serve_app: ServerFactory) -> None:
+#: A refusal that takes longer than this is a hang (a healthy server refuses in milliseconds).
+REFUSAL_TIMEOUT_S = 10.0
+#: How much slower an admitted session's first audio may get while others are being refused.
+OVERLOAD_FACTOR = 3.0
+
+
+async def _first_audio_s(ws: ClientConnection) -> float:
+    """Seconds from a turn's flush to its first audio (the turn is then heard to its end)."""
+    await send(ws, {"type": "append", "text": "Hello there, how are you?"})
+    started = time.monotonic()
+    await send(ws, {"type": "flush"})
+    while not isinstance(await receive(ws), bytes):
+        pass
+    took = time.monotonic() - started
+    await until(ws, of_type("flushed"))
+    return took
+
+
+async def _refused(live: LiveServer) -> None:
+    async with asyncio.timeout(REFUSAL_TIMEOUT_S), connect(live.ws_url + "/v1/stream") as ws:
+        error = await receive(ws)
+        with pytest.raises(ConnectionClosed) as closed:
+            await receive(ws)
+    assert isinstance(error, dict) and error["code"] == "too_many_sessions"
+    assert error["retry_after_s"] >= 1.0 and "retry" in error["message"]
+    assert close_code(closed.value) == 1013
+
+
+def test_sessions_over_the_limit_are_refused_at_once_and_the_admitted_one_keeps_its_pace(
+    serve_app: ServerFactory,
+) -> None:
     async def main(live: LiveServer) -> None:
-        async with connect(live.ws_url + "/v1/stream") as first:
-            await send(first, {"type": "cancel"})
-            await receive(first)  # the first session is admitted and running
-            async with connect(live.ws_url + "/v1/stream") as second:
-                error = await receive(second)
-                with pytest.raises(ConnectionClosed) as closed:
-                    await receive(second)
-            assert isinstance(error, dict) and error["code"] == "too_many_sessions"
-            assert close_code(closed.value) == 1013
-            await send(first, {"type": "cancel"})  # the admitted session is unaffected
-            assert await receive(first) == {"type": "cancelled", "turn": 1}
+        async with connect(live.ws_url + "/v1/stream") as admitted:
+            quiet = min([await _first_audio_s(admitted) for _ in range(2)])
+            stop = asyncio.Event()
+
+            async def flood() -> int:
+                refusals = 0
+                while not stop.is_set():
+                    await asyncio.gather(*(_refused(live) for _ in range(4)))
+                    refusals += 4
+                return refusals
+
+            flooding = asyncio.create_task(flood())
+            loaded = min([await _first_audio_s(admitted) for _ in range(2)])
+            stop.set()
+            assert await flooding >= 4
+            assert loaded < OVERLOAD_FACTOR * quiet, (loaded, quiet)
+            await send(admitted, {"type": "cancel"})  # the admitted session is still in order
+            assert await receive(admitted) == {"type": "cancelled", "turn": 4}
 
     with serve_app(max_sessions=1) as live:
         run(lambda: main(live))
+        wait_for(lambda: metric(live, 'koe_active_sessions{transport="ws"}') == 0, "the slot to free")
+        assert metric(live, 'koe_errors_total{code="too_many_sessions"}') >= 4
+        assert_serving(live)
 
 
-def test_a_disconnect_mid_turn_drains_the_queue_and_frees_the_session(koe_server: LiveServer) -> None:
+async def _vanish(ws: ClientConnection) -> None:
+    ws.transport.abort()  # no close handshake: the client just vanishes
+
+
+async def _vanish_mid_frame(ws: ClientConnection) -> None:
+    # a masked text frame announcing 1000 bytes, of which only 10 ever arrive
+    ws.transport.write(b"\x81\xfe\x03\xe8" + b"mask" + b"0123456789")
+    await asyncio.sleep(0.2)
+    ws.transport.abort()
+
+
+async def _vanish_during_cancel(ws: ClientConnection) -> None:
+    await send(ws, {"type": "cancel"})
+    ws.transport.abort()  # before the reply: the server's writer finds the socket gone
+
+
+@pytest.mark.parametrize(
+    "vanish", [_vanish, _vanish_mid_frame, _vanish_during_cancel], ids=["mid-turn", "mid-frame", "in-cancel"]
+)
+def test_an_abrupt_disconnect_drains_the_queue_and_leaks_no_task(
+    koe_server: LiveServer, vanish: Callable[[ClientConnection], Awaitable[None]]
+) -> None:
     text = " ".join(f"This is sentence number {n} of the answer." for n in range(1, 7))
-
-    def metric(name: str) -> float:
-        for line in httpx.get(koe_server.http_url + "/metrics").text.splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-        raise AssertionError(f"{name} not exported")
-
     completed = 'koe_jobs_total{outcome="completed"}'
-    before = metric(completed)
+    tasks = server_tasks(koe_server)
+    before = metric(koe_server, completed)
 
     async def main() -> None:
         ws = await connect(koe_server.ws_url + "/v1/stream")
         await send(ws, {"type": "append", "text": text})
         await send(ws, {"type": "flush"})
         await until(ws, of_type("segment"))
-        ws.transport.abort()  # no close handshake: the client just vanishes
+        await vanish(ws)
 
     run(main)
-    wait_for(lambda: metric("koe_queue_depth") == 0 and metric("koe_jobs_running") == 0, "the queue to drain")
-    wait_for(lambda: metric('koe_active_sessions{transport="ws"}') == 0, "the session to end")
-    assert metric(completed) - before < 6  # the rest of the answer was never synthesized
+    wait_idle(koe_server, tasks)
+    assert metric(koe_server, completed) - before < 6  # the rest of the answer was never synthesized
+    assert_serving(koe_server)
+
+
+#: Memory a paused session plus another session's turn may add (in-process: the test's own allocations too).
+RSS_SLACK_BYTES = 64 * 2**20
 
 
 def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_app: ServerFactory) -> None:
@@ -140,6 +189,13 @@ def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_app: ServerF
             # not reading: synthesis must stop with the turn unfinished and nothing queued or running
             paused_at = await asyncio.to_thread(wait_for_pause, live)
             assert paused_at < len(sentences)
+            rss_paused = rss_bytes()
+            # meanwhile another session is served in full, and the paused one stays paused
+            await asyncio.to_thread(assert_serving, live)
+            served = stats(live).completed
+            await asyncio.sleep(1.5)
+            assert stats(live).completed == served and stats(live).running == 0
+            assert rss_bytes() - rss_paused < RSS_SLACK_BYTES
             events = await until(ws, of_type("flushed"))  # reading again resumes it
         segments = [m for m in messages(events) if m["type"] == "segment"]
         assert " ".join(s["text"] for s in segments) == " ".join(sentences)

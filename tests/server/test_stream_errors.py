@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from live_checks import assert_serving, close_code
 from live_server import LiveServer, ServerFactory
 from ws_events import receive, run, send
 
@@ -57,10 +59,6 @@ def test_a_bad_query_parameter_is_reported_and_the_default_kept(koe_server: Live
     run(main)
 
 
-def close_code(error: ConnectionClosed) -> int | None:
-    return error.rcvd.code if error.rcvd is not None else None
-
-
 def test_limits_close_the_session_with_their_codes(serve_app: ServerFactory) -> None:
     async def session(live: LiveServer, frames: list[str]) -> tuple[dict[str, object], int | None]:
         async with connect(live.ws_url + "/v1/stream") as ws:
@@ -84,12 +82,10 @@ def test_limits_close_the_session_with_their_codes(serve_app: ServerFactory) -> 
         error, code = await session(live, [append] * 3)
         assert (error["code"], code) == ("turn_too_long", 1008)
         assert "400" in str(error["message"])
-        async with connect(live.ws_url + "/v1/stream") as ws:  # the server still serves
-            await send(ws, {"type": "cancel"})
-            assert await receive(ws) == {"type": "cancelled", "turn": 0}
 
     with serve_app(max_message_bytes=2048, max_message_chars=800, max_turn_chars=400) as live:
         run(lambda: main(live))
+        assert_serving(live)
 
 
 def test_idle_and_expired_sessions_are_closed_with_1008(serve_app: ServerFactory) -> None:
@@ -103,5 +99,9 @@ def test_idle_and_expired_sessions_are_closed_with_1008(serve_app: ServerFactory
 
     with serve_app(idle_timeout_s=0.5) as live:
         assert run(lambda: closing_error(live)) == ("idle_timeout", 1008)
+        assert_serving(live)  # a session that speaks is not idle
     with serve_app(max_session_s=0.5, idle_timeout_s=60.0) as live:
         assert run(lambda: closing_error(live)) == ("session_expired", 1008)
+        assert httpx.get(live.http_url + "/ping").status_code == 200
+        speech = httpx.post(live.http_url + "/invocations", json={"text": "Hi.", "format": "pcm"}, timeout=60)
+        assert speech.status_code == 200 and len(speech.content) > 0

@@ -39,7 +39,7 @@ def test_a_turn_streams_segment_audio_and_flushed_in_order(koe_server: LiveServe
 
         kinds = shape(events)
         assert kinds[-1] == "flushed"
-        assert kinds[:-1] == ["segment", "audio", "segment_end"] * (len(kinds[:-1]) // 3)
+        assert kinds[:-1] == ["segment", "words", "audio", "segment_end"] * (len(kinds[:-1]) // 4)
         segments = [m for m in messages(events) if m["type"] == "segment"]
         ends = [m for m in messages(events) if m["type"] == "segment_end"]
         assert [s["index"] for s in segments] == list(range(len(segments))) == [e["index"] for e in ends]
@@ -123,7 +123,7 @@ def test_the_first_audio_arrives_while_later_sentences_are_still_to_be_synthesiz
             completed_before = koe_server.call(lambda: koe_server.runtime.scheduler.stats.completed)
             await send(ws, {"type": "append", "text": text})
             await send(ws, {"type": "flush"})
-            head = await until(ws, of_type("segment"))
+            head = await until(ws, of_type("words"))
             assert isinstance(await receive(ws), bytes)
             done_at_first_audio = koe_server.call(lambda: koe_server.runtime.scheduler.stats.completed)
             rest = await until(ws, of_type("flushed"))
@@ -141,14 +141,14 @@ def test_cancel_stops_the_turn_at_once_and_the_next_turn_works(koe_server: LiveS
         async with connect(koe_server.ws_url + "/v1/stream") as ws:
             await send(ws, {"type": "append", "text": long_text})
             await send(ws, {"type": "flush"})
-            await until(ws, of_type("segment"))
+            await until(ws, of_type("words"))
             assert isinstance(await receive(ws), bytes)  # audio is flowing
             await send(ws, {"type": "cancel"})
             await until(ws, of_type("cancelled"))  # audio already on the wire may precede it
             await send(ws, {"type": "append", "text": "Okay."})
             await send(ws, {"type": "flush"})
             after = await until(ws, of_type("flushed"))
-        assert shape(after) == ["segment", "audio", "segment_end", "flushed"]
+        assert shape(after) == ["segment", "words", "audio", "segment_end", "flushed"]
         assert {m["turn"] for m in messages(after)} == {1}
 
     run(main)
@@ -176,7 +176,7 @@ def test_close_speaks_what_is_pending_then_closes_normally(koe_server: LiveServe
             with pytest.raises(ConnectionClosed) as closed:
                 while True:
                     events.append(await receive(ws))
-        assert shape(events) == ["segment", "audio", "segment_end", "flushed"]
+        assert shape(events) == ["segment", "words", "audio", "segment_end", "flushed"]
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
 
     run(main)

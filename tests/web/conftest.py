@@ -43,8 +43,10 @@ def _ensure_chromium() -> str | None:
     return None if CHROMIUM.exists() else "apt-get install chromium did not provide /usr/bin/chromium"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Module-scoped: Playwright's sync API keeps an event loop running on this thread while it is open, and
+    tests elsewhere that call ``asyncio.run`` must not find it still running."""
     playwright_api = pytest.importorskip(
         "playwright.sync_api", reason="the playwright package is not installed"
     )

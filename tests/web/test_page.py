@@ -47,6 +47,9 @@ def test_read_aloud_plays_before_the_text_is_written_and_stop_silences_it(
     assert koe["answer"] == THREE_SENTENCES and koe["simulated"]
     assert page.inner_text("tr[data-mark=firstAudioPlayed] td") == f"{timings['firstAudioPlayed']} ms"
     assert page.inner_text("#transcript") == THREE_SENTENCES
+    lit = koe["spokenWords"]  # the word under the worklet's playback position was highlighted as it played
+    assert len(lit) >= 5 and all(THREE_SENTENCES[w["span"][0] : w["span"][1]] == w["word"] for w in lit), lit
+    assert [w["span"] for w in lit] == sorted(w["span"] for w in lit)
     assert page.is_visible("#answer-sim")
     page.screenshot(path=str(artifacts / "agent-page.png"), full_page=True)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from koe.errors import ConfigError
+from koe.server.words import SpokenWord
 
 Role = Literal["system", "user", "assistant"]
 
@@ -68,6 +69,8 @@ class Spoken:
         source_span: ``[start, end)`` of ``text`` in the turn's full answer.
         pcm: mono 16-bit little-endian PCM.
         sample_rate: of ``pcm``.
+        words: when each of its words is heard, seconds from ``pcm``'s first sample, source spans in the
+            turn's answer (empty when the TTS gives no timings).
     """
 
     index: int
@@ -75,6 +78,7 @@ class Spoken:
     source_span: tuple[int, int]
     pcm: bytes
     sample_rate: int
+    words: tuple[SpokenWord, ...] = ()
 
     @property
     def duration_s(self) -> float:

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from koe.server.words import SpokenWord
+
 
 @dataclass(frozen=True, slots=True)
 class SessionOpened:
@@ -46,6 +48,7 @@ class SegmentReady:
     text: str
     source_span: tuple[int, int]  # in the turn's answer text
     duration_s: float
+    words: tuple[SpokenWord, ...] = ()  # seconds from the segment's first sample; spans in the answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,8 @@ def to_dict(event: AgentEvent) -> dict[str, Any]:
             body["bytes"] = len(value)
         elif isinstance(value, Timings):
             body[f.name] = {t.name: getattr(value, t.name) for t in fields(value)}
+        elif f.name == "words":
+            body[f.name] = [word.to_json() for word in value]
         else:
             body[f.name] = list(value) if isinstance(value, tuple) else value
     return body

@@ -44,7 +44,8 @@ class InProcessTurn:
                 continue  # nothing speakable in this segment
             self._clock.delivered(duration)
             segment = item.segment
-            return Spoken(segment.index, segment.text, segment.source_span, to_pcm16(item.audio), SAMPLE_RATE)
+            pcm = to_pcm16(item.audio)
+            return Spoken(segment.index, segment.text, segment.source_span, pcm, SAMPLE_RATE, item.words)
 
     async def aclose(self) -> None:
         self._stream.close()

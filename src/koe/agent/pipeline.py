@@ -286,7 +286,12 @@ class AgentSession:
             turn.audio_s += spoken.duration_s
             await turn.events.put(
                 SegmentReady(
-                    turn.number, spoken.index, spoken.text, spoken.source_span, round(spoken.duration_s, 3)
+                    turn.number,
+                    spoken.index,
+                    spoken.text,
+                    spoken.source_span,
+                    round(spoken.duration_s, 3),
+                    spoken.words,
                 )
             )
             await turn.events.put(AudioReady(turn.number, spoken.index, spoken.sample_rate, spoken.pcm))

@@ -14,7 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 from koe.agent.base import Spoken
 from koe.client.websocket import StreamClient, stream_url
 from koe.errors import KoeError, OverloadedError, ProtocolError, SynthesisError, UpstreamError
-from koe.server.protocol import Cancelled, ConfigAck, Error, Flushed, SegmentEnd, SegmentStart
+from koe.server.protocol import Cancelled, ConfigAck, Error, Flushed, SegmentEnd, SegmentStart, Words
+from koe.server.words import SpokenWord
 from koe.types import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ class RemoteTurn:
         self._client = client
         self._spoken = False  # ``flushed`` received: the server holds nothing of this turn
         self._broken = False
+        self._offset_s = (
+            0.0  # where the next segment starts in the turn's audio (``words`` are turn-relative)
+        )
 
     async def add(self, text: str) -> None:
         if text:
@@ -55,15 +59,22 @@ class RemoteTurn:
         """Collect the next segment's frames up to its ``segment_end``; ``None`` after ``flushed``."""
         start: SegmentStart | None = None
         pcm = bytearray()
+        words: tuple[SpokenWord, ...] = ()
         while True:
             message = await self._client.receive()
             match message:
                 case bytes():
                     pcm += message
                 case SegmentStart():
-                    start, pcm = message, bytearray()
+                    start, pcm, words = message, bytearray(), ()
+                case Words():
+                    words = tuple(word.shifted(-self._offset_s) for word in message.words)
                 case SegmentEnd() if start is not None:
-                    return Spoken(start.index, start.text, start.source_span, bytes(pcm), SAMPLE_RATE)
+                    spoken = Spoken(
+                        start.index, start.text, start.source_span, bytes(pcm), SAMPLE_RATE, words
+                    )
+                    self._offset_s += spoken.duration_s
+                    return spoken
                 case Flushed():
                     self._spoken = True
                     return None

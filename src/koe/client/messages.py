@@ -29,12 +29,14 @@ from koe.server.protocol import (
     ServerMessage,
     SynthesisComplete,
     SynthesisStart,
+    Words,
 )
+from koe.server.words import SpokenWord
 
 #: The koe dialect's replies a client of ``append``/``flush``/``cancel`` can receive.
 _TYPES: dict[str, type[Any]] = {
-    m.TYPE: m for m in (ConfigAck, SegmentStart, SegmentEnd, Flushed, Cancelled, Error, SynthesisStart,
-                        SynthesisComplete)
+    m.TYPE: m for m in (ConfigAck, SegmentStart, Words, SegmentEnd, Flushed, Cancelled, Error,
+                        SynthesisStart, SynthesisComplete)
 }  # fmt: skip
 
 
@@ -54,10 +56,16 @@ def decode(text: str) -> ServerMessage:
     if "source_span" in body and isinstance(body["source_span"], list):
         body["source_span"] = tuple(body["source_span"])
     try:
+        if kind is Words:
+            body["words"] = tuple(_word(**w) for w in body["words"])
         message: ServerMessage = kind(**body)
-    except TypeError as exc:
+    except (TypeError, KeyError, IndexError) as exc:
         raise ProtocolError(f"unexpected fields in a {kind.TYPE!r} message: {exc}") from exc
     return message
+
+
+def _word(word: str, start_s: float, end_s: float, source_span: list[int]) -> SpokenWord:
+    return SpokenWord(word, (source_span[0], source_span[1]), start_s, end_s)
 
 
 _CONTROL_TYPES = {Flush: "flush", Cancel: "cancel", Close: "close"}

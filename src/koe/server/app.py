@@ -10,9 +10,10 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 
-from koe.agent.routes import mount_agent
+from koe.agent.routes import WEB_DIR, mount_agent
 from koe.errors import KoeError
 from koe.server import http
+from koe.server.access import HEALTH_PATHS, access_middleware, static_paths
 from koe.server.errors import WS_INTERNAL_ERROR, route_of
 from koe.server.protocol import Error, encode
 from koe.server.runtime import Runtime
@@ -35,6 +36,7 @@ async def stream_endpoint(websocket: WebSocket) -> None:
             await Session(websocket, runtime, loaded, websocket.query_params).run()
     except KoeError as exc:  # refused: not ready, shutting down, too many sessions
         runtime.metrics.errors.labels(exc.code).inc()
+        logger.info("WebSocket %s refused: %s: %s", websocket.url.path, exc.code, exc.message)
         retry = getattr(exc, "retry_after_s", None)
         await _close(
             websocket,
@@ -78,6 +80,8 @@ def create_app(settings: Settings | None = None, speech: Speech | None = None) -
 
     The model loads after the server starts listening: ``/ping`` answers 503 until it is loaded and
     warmed up, then 200. On shutdown the scheduler refuses new work and drains for a bounded time.
+    With ``api_key`` set, every route but the health checks and the page's files needs the key; with
+    ``cors_origins`` set, pages of those origins may call the HTTP routes (``koe.server.access``).
     """
     runtime = Runtime(settings or Settings.from_env(), speech)
     agent = mount_agent(runtime)  # the voice agent under /agent and the page at / (docs/agent.md)
@@ -95,6 +99,7 @@ def create_app(settings: Settings | None = None, speech: Speech | None = None) -
         routes=[*routes(), *agent.routes],
         lifespan=lifespan,
         exception_handlers={KoeError: http.koe_error, Exception: http.internal_error},
+        middleware=access_middleware(runtime.settings, HEALTH_PATHS | static_paths(WEB_DIR)),
     )
     app.state.runtime = runtime
     return app

@@ -41,6 +41,7 @@ _BY_CODE: dict[str, ErrorRoute] = {
     "invalid_field": ErrorRoute(400, None),
     "unknown_voice": ErrorRoute(400, None),
     "unsupported_media_type": ErrorRoute(415, None),
+    "unauthorized": ErrorRoute(401, WS_POLICY_VIOLATION),  # KOE_API_KEY set, key missing or wrong
     "request_stale": ErrorRoute(408, None),
     "text_too_long": ErrorRoute(413, WS_MESSAGE_TOO_BIG),
     "body_too_large": ErrorRoute(413, WS_MESSAGE_TOO_BIG),

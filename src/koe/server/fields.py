@@ -34,6 +34,12 @@ def _invalid(message: str) -> ConfigError:
     return ConfigError(message, code="invalid_field")
 
 
+def bool_field(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _invalid(f"{name} must be true or false, got {preview(value)}")
+    return value
+
+
 def voice_field(value: object) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_VOICE_CHARS:
         raise _invalid(

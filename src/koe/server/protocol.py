@@ -16,7 +16,15 @@ from typing import Any, ClassVar
 
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, LimitError, ProtocolError
-from koe.server.fields import lang_field, sample_rate_field, speed_field, stream_format_field, voice_field
+from koe.server.fields import (
+    bool_field,
+    lang_field,
+    sample_rate_field,
+    speed_field,
+    stream_format_field,
+    voice_field,
+)
+from koe.server.words import SpokenWord
 
 _REQUEST_ID_TYPES = (str, int)
 
@@ -38,6 +46,7 @@ class SessionOptions:
     sample_rate: int | None = None
     format: AudioFormat | None = None
     lang: str | None = None
+    words: bool | None = None  # ``words`` messages; unset: for koe turns only (docs/protocol.md)
 
     def merged_over(self, base: SessionOptions) -> SessionOptions:
         """These options where set, ``base``'s elsewhere."""
@@ -166,7 +175,12 @@ def parse_query(params: Mapping[str, str]) -> SessionOptions:
         raw["speed"] = _number(params["speed"], float, "speed")
     if "sample_rate" in params:
         raw["sample_rate"] = _number(params["sample_rate"], int, "sample_rate")
+    if "words" in params:
+        raw["words"] = _QUERY_BOOLS.get(params["words"].lower(), params["words"])
     return _options(raw)
+
+
+_QUERY_BOOLS = {"true": True, "false": False}
 
 
 def _number(raw: str, kind: type[int] | type[float], name: str) -> int | float:
@@ -207,6 +221,7 @@ def _options(obj: Mapping[str, Any]) -> SessionOptions:
         sample_rate=None if obj.get("sample_rate") is None else sample_rate_field(obj["sample_rate"]),
         format=None if obj.get("format") is None else stream_format_field(obj["format"]),
         lang=None if obj.get("lang") is None else lang_field(obj["lang"]),
+        words=None if obj.get("words") is None else bool_field("words", obj["words"]),
     )
 
 
@@ -231,6 +246,19 @@ class SegmentStart:
     index: int
     text: str
     source_span: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """When each word of a segment is heard: sent right before the segment's first audio frame.
+
+    Times are seconds from the turn's first sample; ``source_span`` is into the turn's text as sent.
+    """
+
+    TYPE: ClassVar[str] = "words"
+    turn: int
+    index: int
+    words: tuple[SpokenWord, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +320,7 @@ class DeepgramCleared:
 ServerMessage = (
     ConfigAck
     | SegmentStart
+    | Words
     | SegmentEnd
     | Flushed
     | Cancelled
@@ -311,5 +340,13 @@ def encode(message: ServerMessage) -> str:
         value = getattr(message, f.name)
         if value is None and f.name in _OMIT_IF_NONE:
             continue
-        body[f.name] = list(value) if isinstance(value, tuple) else value
+        body[f.name] = _json(value)
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, SpokenWord):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_json(item) for item in value]
+    return value

@@ -15,7 +15,14 @@ from typing import Any
 
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, LimitError, ProtocolError
-from koe.server.fields import format_field, preview, sample_rate_field, speed_field, voice_field
+from koe.server.fields import (
+    bool_field,
+    format_field,
+    preview,
+    sample_rate_field,
+    speed_field,
+    voice_field,
+)
 from koe.server.protocol import text_field
 from koe.types import SAMPLE_RATE
 
@@ -61,6 +68,7 @@ class SpeechRequest:
     sample_rate: int
     stream: bool
     sse: bool = False
+    timestamps: bool = False  # word timings: in the SSE events, or a JSON body with the audio in base64
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
@@ -84,10 +92,7 @@ def _media_type(content_type: str | None) -> str:
 
 
 def _bool(obj: Mapping[str, Any], name: str, default: bool) -> bool:
-    value = obj.get(name, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{name} must be true or false, got {preview(value)}", code="invalid_field")
-    return value
+    return bool_field(name, obj.get(name, default))
 
 
 def _nonempty(text: str, name: str) -> str:
@@ -176,7 +181,8 @@ def _check_fresh(stamp: object, max_age_s: float, now: float) -> None:
 
 
 def parse_openai_speech(body: bytes, content_type: str | None, *, max_chars: int) -> SpeechRequest:
-    """OpenAI's ``{model, input, voice, response_format, speed, stream_format?, instructions?}``.
+    """OpenAI's ``{model, input, voice, response_format, speed, stream_format?, instructions?}``, plus
+    koe's ``timestamps`` (word timings; OpenAI has no field for them).
 
     ``voice`` may be an OpenAI name (mapped, see :data:`OPENAI_VOICES`), a Kokoro voice or blend, or
     ``{"id": ...}``. ``instructions`` is accepted and ignored (Kokoro takes no style prompt).
@@ -215,4 +221,5 @@ def parse_openai_speech(body: bytes, content_type: str | None, *, max_chars: int
         sample_rate=SAMPLE_RATE,
         stream=True,
         sse=stream_format == "sse",
+        timestamps=_bool(obj, "timestamps", False),
     )

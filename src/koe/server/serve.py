@@ -36,6 +36,8 @@ def uvicorn_config(app: Starlette, settings: Settings, **overrides: Any) -> uvic
 
 def serve(settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT: stop accepting, close sessions (1012), drain HTTP within the grace."""
+    from koe.server.access import warn_if_exposed
     from koe.server.app import create_app
 
+    warn_if_exposed(settings)
     uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()

@@ -17,6 +17,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDiscon
 
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, KoeError, LimitError, OverloadedError
+from koe.logs import ContextLogger
 from koe.scheduler.deadline import PlaybackClock
 from koe.server.errors import route_of
 from koe.server.fields import STREAM_FORMATS
@@ -63,6 +64,7 @@ class Session:
         self, websocket: WebSocket, runtime: Runtime, loaded: Loaded, query: Mapping[str, str]
     ) -> None:
         self.id = uuid.uuid4().hex[:12]
+        self._log = ContextLogger(logger, {"session": self.id})
         self._ws = websocket
         self._runtime = runtime
         self._settings = runtime.settings
@@ -80,7 +82,7 @@ class Session:
 
     async def run(self) -> None:
         """Serve until the client leaves, the session closes, or its time is up. Cancelling is safe."""
-        logger.info("session %s opened", self.id)
+        self._log.info("session opened")
         loop = asyncio.get_running_loop()
         expiry = loop.call_later(
             self._settings.max_session_s,
@@ -102,7 +104,7 @@ class Session:
             pass
         finally:
             expiry.cancel()
-            logger.info("session %s closed after %d turns", self.id, self._next_turn)
+            self._log.info("session closed", extra={"turns": self._next_turn})
 
     # --- reader ------------------------------------------------------------------------------------------
 
@@ -113,7 +115,7 @@ class Session:
 
     async def _end_soon(self) -> None:
         await asyncio.sleep(CLOSE_GRACE_S)
-        logger.info("session %s: the client did not take its closing error in %.0f s", self.id, CLOSE_GRACE_S)
+        self._log.info("the client did not take its closing error in %.0f s", CLOSE_GRACE_S)
         raise _SessionOver
 
     async def _read(self) -> bool:
@@ -261,12 +263,21 @@ class Session:
         finally:
             if turn in self._turns:
                 self._turns.remove(turn)
+            self._log.info(  # the turn's one summary line: counts and times, never its text
+                "turn ended",
+                extra={
+                    "turn": turn.number,
+                    "chars": turn.chars,
+                    **turn.tally.fields(turn.stream.first_cut_at),
+                },
+            )
 
     def _cancel(self, dialect: Dialect) -> None:
         """Barge-in: every unfinished turn stops now; nothing of theirs is sent after the reply."""
         cancelled = {turn.number for turn in self._turns}
         for turn in self._turns:
             assert turn.task is not None  # set when the turn started
+            turn.tally.outcome = "cancelled"
             turn.task.cancel()
         self._outbox.drop_turns(cancelled)
         self._runtime.metrics.cancels.inc()
@@ -300,7 +311,7 @@ class Session:
         self._runtime.metrics.errors.labels(error.code).inc()
         retry = error.retry_after_s if isinstance(error, OverloadedError) else None
         self._outbox.control(encode(Error(error.code, error.message, retry)))
-        logger.info("session %s: %s: %s", self.id, error.code, error.message)
+        self._log.info("error: %s", error.message, extra={"code": error.code})
         if route.ws_close is None:
             return False
         if not self._closing and self._tg is not None:
@@ -323,5 +334,5 @@ class Session:
                 else:
                     await self._ws.send_bytes(payload)
         except (WebSocketDisconnect, WebSocketDisconnected):
-            logger.info("session %s: the client left while we were sending", self.id)
+            self._log.info("the client left while we were sending")
         raise _SessionOver

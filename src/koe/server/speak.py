@@ -1,5 +1,8 @@
 """An HTTP speech response: streamed segment by segment as synthesized, or one complete file.
 
+With ``timestamps`` the words come too: a ``speech.words`` event before each segment's audio events
+(SSE), or one JSON body holding the whole file in base64 and every word (docs/api.md).
+
 Admission, voice and the first job's place in the queue are all settled before the status line is sent,
 so a refusal is a proper 503/400 rather than a broken stream. A streamed body holds its request slot
 until the response ends, however it ends (client gone, error, done).
@@ -11,11 +14,12 @@ import base64
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack
 
 import numpy as np
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from koe.audio.encoder import StreamEncoder, encode_whole
@@ -25,6 +29,8 @@ from koe.scheduler.deadline import PlaybackClock
 from koe.server.requests import SpeechRequest
 from koe.server.runtime import Runtime
 from koe.server.synthesis import SegmentStream, Synthesized, resolve_voice
+from koe.server.tally import Tally
+from koe.server.words import SpokenWord
 from koe.text.segment import Segmenter
 from koe.types import SAMPLE_RATE
 
@@ -66,15 +72,24 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float) 
         held.close()
         raise
     held.callback(stream.close)
-    if not request.stream:
+    tally = Tally()
+    held.callback(_log_request, request, tally, received_at)
+    if not request.stream or (request.timestamps and not request.sse):
         with held:
-            return await _whole(runtime, stream, request)
-    chunks = _chunks(runtime, stream, request, received_at)
-    media_type = "text/event-stream" if request.sse else content_type(request.format)
-    return _HeldStreamingResponse(_sse(chunks) if request.sse else chunks, held.close, media_type)
+            return await _whole(runtime, stream, request, tally)
+    chunks = _chunks(runtime, stream, request, received_at, tally)
+    if request.sse:
+        return _HeldStreamingResponse(_sse(chunks, request.timestamps), held.close, "text/event-stream")
+    return _HeldStreamingResponse(_audio(chunks), held.close, content_type(request.format))
 
 
-async def _segments(runtime: Runtime, stream: SegmentStream) -> AsyncIterator[Synthesized]:
+def _log_request(request: SpeechRequest, tally: Tally, received_at: float) -> None:
+    """The request's one summary line: counts and times, never its text."""
+    fields = {"request": uuid.uuid4().hex[:12], "chars": len(request.text), "format": request.format.value}
+    logger.info("request ended", extra={**fields, **tally.fields(received_at)})
+
+
+async def _segments(runtime: Runtime, stream: SegmentStream, tally: Tally) -> AsyncIterator[Synthesized]:
     """Each synthesized segment with audio; a segment that fails is logged and skipped."""
     while True:
         try:
@@ -84,44 +99,67 @@ async def _segments(runtime: Runtime, stream: SegmentStream) -> AsyncIterator[Sy
             logger.warning("a segment failed and was skipped: %s", exc.message)
             continue
         if item is None:
+            tally.outcome = "completed"
             return
         duration = len(item.audio) / SAMPLE_RATE
         runtime.metrics.observe_synthesis(item.took_s, duration)
+        tally.add(item.took_s, duration)
         if duration:
             yield item
 
 
 async def _chunks(
-    runtime: Runtime, stream: SegmentStream, request: SpeechRequest, received_at: float
-) -> AsyncIterator[bytes]:
+    runtime: Runtime, stream: SegmentStream, request: SpeechRequest, received_at: float, tally: Tally
+) -> AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]:
+    """Each segment's encoded audio (may be empty: encoders buffer) with its words, in seconds from the
+    response's first sample; then the encoder's tail."""
     encoder = StreamEncoder(request.format, request.sample_rate)
     first = True
-    async for item in _segments(runtime, stream):
+    offset_s = 0.0
+    async for item in _segments(runtime, stream, tally):
         data = encoder.encode(item.audio)
-        stream.clock.delivered(len(item.audio) / SAMPLE_RATE)
+        duration = len(item.audio) / SAMPLE_RATE
+        stream.clock.delivered(duration)
         if first:
             runtime.metrics.time_to_first_audio.labels("http").observe(time.monotonic() - received_at)
             first = False
+        yield tuple(word.shifted(offset_s) for word in item.words), data
+        offset_s += duration
+    yield (), encoder.finish()
+
+
+async def _audio(chunks: AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]) -> AsyncIterator[bytes]:
+    async for _words, data in chunks:
         if data:
             yield data
-    tail = encoder.finish()
-    if tail:
-        yield tail
 
 
-async def _sse(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """OpenAI's ``stream_format=sse``: base64 audio in ``speech.audio.delta`` events, then ``done``."""
-    async for chunk in chunks:
-        event = {"type": "speech.audio.delta", "audio": base64.b64encode(chunk).decode("ascii")}
-        yield f"data: {json.dumps(event)}\n\n".encode()
-    yield b'data: {"type": "speech.audio.done"}\n\n'
+async def _sse(
+    chunks: AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]], timestamps: bool
+) -> AsyncIterator[bytes]:
+    """OpenAI's ``stream_format=sse``: base64 audio in ``speech.audio.delta`` events, then ``done``; with
+    ``timestamps``, a ``speech.words`` event before each segment's audio."""
+    async for words, data in chunks:
+        if timestamps and words:
+            yield _event({"type": "speech.words", "words": [word.to_json() for word in words]})
+        if data:
+            yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
+    yield _event({"type": "speech.audio.done"})
 
 
-async def _whole(runtime: Runtime, stream: SegmentStream, request: SpeechRequest) -> Response:
+def _event(body: dict[str, object]) -> bytes:
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+
+async def _whole(runtime: Runtime, stream: SegmentStream, request: SpeechRequest, tally: Tally) -> Response:
     pieces: list[np.ndarray] = []
+    words: list[SpokenWord] = []
     inference_s = 0.0
-    async for item in _segments(runtime, stream):
+    duration = 0.0
+    async for item in _segments(runtime, stream, tally):
         pieces.append(item.audio)
+        words += (word.shifted(duration) for word in item.words)
+        duration += len(item.audio) / SAMPLE_RATE
         inference_s += item.took_s
     audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
     duration = len(audio) / SAMPLE_RATE
@@ -131,4 +169,12 @@ async def _whole(runtime: Runtime, stream: SegmentStream, request: SpeechRequest
         "X-Inference-Time-Ms": f"{inference_s * 1000:.0f}",
         "X-RTF": f"{inference_s / duration:.3f}" if duration else "0",
     }
+    if request.timestamps:
+        timestamped = {
+            "audio": base64.b64encode(body).decode("ascii"),
+            "content_type": content_type(request.format),
+            "duration_s": round(duration, 3),
+            "words": [word.to_json() for word in words],
+        }
+        return JSONResponse(timestamped, headers=headers)
     return Response(body, media_type=content_type(request.format), headers=headers)

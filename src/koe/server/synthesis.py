@@ -3,12 +3,17 @@
 Text is cut as late as possible: a segment is cut only when the scheduler has room for it, after the
 segmenter has been told how much text fits in the time the listener's queued audio buys (short first
 segments, longer ones as audio accumulates). WebSocket turns and HTTP requests both use this.
+
+A job streams its segment from the engine (:func:`koe.engine.streaming.stream`): the segment's timing
+comes first and gives its word timings, then the audio. A cancelled job stops between those steps (after
+stage A, before the vocoder), though its result is discarded either way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -16,8 +21,12 @@ from functools import partial
 
 import numpy as np
 
+from koe.engine.base import SynthesisRequest
+from koe.engine.streaming import stream
+from koe.engine.timing import SegmentTiming
 from koe.scheduler.deadline import CostTracker, PlaybackClock
 from koe.scheduler.queue import Scheduler
+from koe.server.words import SpokenWord, written_words
 from koe.speech import Speech
 from koe.text.segment import Segment, Segmenter
 from koe.types import SAMPLE_RATE, Audio, StyleTable
@@ -48,25 +57,52 @@ def resolve_voice(speech: Speech, spec: str, speed: float, lang: str | None) -> 
 
 @dataclass(frozen=True, slots=True)
 class Synthesized:
+    """A segment's audio and its words (seconds from the segment's first sample; empty when the engine
+    gives no timings)."""
+
     segment: Segment
     audio: Audio
     took_s: float
+    words: tuple[SpokenWord, ...] = ()
 
 
-def _synthesize(speech: Speech, text: str, voice: Voice) -> tuple[Audio, float]:
-    """The worker-thread job: G2P and inference for one segment (blocking)."""
+@dataclass(frozen=True, slots=True)
+class _Result:
+    audio: Audio
+    words: tuple[SpokenWord, ...]
+    took_s: float
+
+
+def _synthesize(speech: Speech, segment: Segment, voice: Voice, cancel: threading.Event) -> _Result:
+    """The worker-thread job: G2P and inference for one segment (blocking); stops early once ``cancel``
+    is set (its result is discarded then)."""
     started = time.perf_counter()
-    pieces = [
-        speech.synthesize_phonemes(p, voice.style, voice.speed) for p in speech.phonemize(text, voice.lang)
-    ]
-    audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
-    return audio, time.perf_counter() - started
+    audio: list[Audio] = []
+    words: list[SpokenWord] = []
+    samples = 0
+    for piece in speech.phonemize_words(segment.spoken_text, voice.lang):
+        request = SynthesisRequest(piece.phonemes, voice.style, voice.speed)
+        for event in stream(speech.engine, request, cancel=cancel):
+            if isinstance(event, SegmentTiming):
+                words += written_words(segment, event.words(piece.words), samples / SAMPLE_RATE)
+            else:
+                audio.append(event.audio)
+        samples = sum(len(a) for a in audio)
+    whole = np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)
+    return _Result(whole, tuple(words), time.perf_counter() - started)
+
+
+def _stop_if_cancelled(cancel: threading.Event, future: asyncio.Future[_Result]) -> None:
+    """However the future is cancelled (``close``, or the awaiting task), a running job stops at its next
+    step; the scheduler discards its result anyway."""
+    if future.cancelled():
+        cancel.set()
 
 
 @dataclass(slots=True)
 class _InFlight:
     segment: Segment
-    future: asyncio.Future[tuple[Audio, float]]
+    future: asyncio.Future[_Result]
     estimate_s: float
 
 
@@ -141,13 +177,14 @@ class SegmentStream:
             if self._in_flight:
                 head = self._in_flight[0]
                 try:
-                    audio, took = await head.future
+                    result = await head.future
                 finally:
                     if head.future.done():
                         self._in_flight.popleft()
                         self._pending_audio_s -= head.estimate_s
-                self._cost.observe(len(head.segment.spoken_text), len(audio) / SAMPLE_RATE, took)
-                return Synthesized(head.segment, audio, took)
+                audio_s = len(result.audio) / SAMPLE_RATE
+                self._cost.observe(len(head.segment.spoken_text), audio_s, result.took_s)
+                return Synthesized(head.segment, result.audio, result.took_s, result.words)
             if self._flushed and not self._cut:
                 return None
             self._changed.clear()
@@ -166,13 +203,15 @@ class SegmentStream:
                 return
             cost = self._cost.model
             estimate = cost.audio_s(len(segment.spoken_text), self.voice.speed)
+            cancel = threading.Event()
             future = self._scheduler.submit(
-                partial(_synthesize, self._speech, segment.spoken_text, self.voice),
+                partial(_synthesize, self._speech, segment, self.voice, cancel),
                 deadline=self.clock.deadline(self._pending_audio_s),
                 cost_s=cost.synthesis_s(estimate),
                 admit=not self._admitted,
             )
             self._admitted = True
+            future.add_done_callback(partial(_stop_if_cancelled, cancel))
             self._in_flight.append(_InFlight(segment, future, estimate))
             self._pending_audio_s += estimate
 

@@ -28,9 +28,11 @@ from koe.server.protocol import (
     SessionOptions,
     SynthesisComplete,
     SynthesisStart,
+    Words,
     encode,
 )
 from koe.server.synthesis import SegmentStream
+from koe.server.tally import Tally
 from koe.types import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
@@ -79,12 +81,15 @@ class Turn:
         self.chars = 0
         self.ended_by: Dialect | None = None
         self.task: asyncio.Task[None] | None = None
+        self.tally = Tally()  # for the turn's log line
         self._outbox = outbox
         self._clock = clock
         self._metrics = metrics
         self._frame_s = frame_s
         self._report = report
         self._opened_at = time.monotonic()
+        #: koe clients get ``words`` unless they turned them off; other dialects only when they ask
+        self.sends_words = options.words if options.words is not None else opened_by is Dialect.KOE
 
     @property
     def fmt(self) -> AudioFormat:
@@ -112,6 +117,7 @@ class Turn:
                 await asyncio.wait([after])
             await self._speak()
         except OverloadedError as exc:
+            self.tally.outcome = "refused"
             self._report(exc)
         finally:
             self.stream.close()
@@ -134,11 +140,14 @@ class Turn:
                 break
             duration = len(item.audio) / SAMPLE_RATE
             self._metrics.observe_synthesis(item.took_s, duration)
+            self.tally.add(item.took_s, duration)
             if duration == 0:
                 continue  # nothing speakable in this segment
             segment = item.segment
             if self.opened_by is Dialect.KOE:
                 self._send(SegmentStart(self.number, segment.index, segment.text, segment.source_span))
+            if self.sends_words and item.words:
+                self._send(Words(self.number, segment.index, tuple(w.shifted(total_s) for w in item.words)))
             self._audio(encoder.encode(item.audio))
             self._clock.delivered(duration)
             if first_audio_at is None:
@@ -154,6 +163,7 @@ class Turn:
         self._audio(encoder.finish())
         self._send(self._end_message(total_s, first_audio_at))
         self._metrics.turns.labels("flushed").inc()
+        self.tally.outcome = "flushed"
 
     def _end_message(self, total_s: float, first_audio_at: float | None) -> ServerMessage:
         if self.opened_by is Dialect.AWS and self.request_id is not None:

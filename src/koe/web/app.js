@@ -15,7 +15,8 @@ const koe = {
   turn: null, // the turn number being played (events of other turns are ignored)
   simulated: false,
   answer: "",
-  segments: [], // { index, text, span, start, end } — start/end in samples of the turn
+  segments: [], // { index, text, span, start, end, words } — start/end in samples of the turn
+  spokenWords: [], // each word highlighted while played, in order: { index, word, span }
   heardSegments: 0,
   timings: {},
   played: 0, queued: 0, level: 0, stalls: 0, dry: false, dryAt: null, audioFrames: 0, samplesAfterStop: 0,
@@ -28,6 +29,9 @@ let socket = null;
 let pendingAudio = null; // the header of the binary frame that comes next
 let sentAt = 0;
 let info = { sample_rate: 24000, voices: [], llm_available: false };
+// A server with KOE_API_KEY needs the key: open the page as /#api_key=<key> (a fragment never reaches a
+// server or its logs). The WebSocket carries it as ?api_key=, since browsers cannot set its headers.
+const apiKey = new URLSearchParams(location.hash.slice(1)).get("api_key");
 
 const player = new Player(24000, {
   started: () => mark("firstAudioPlayed"),
@@ -60,7 +64,9 @@ function mark(name, force = false) {
 // --- connection ---------------------------------------------------------------------------------------
 
 async function connect() {
-  info = await (await fetch("agent/info")).json();
+  const response = await fetch("agent/info", apiKey ? { headers: { Authorization: `Bearer ${apiKey}` } } : {});
+  if (response.status === 401) { status("this server needs its API key: open the page as /#api_key=<key>"); return; }
+  info = await response.json();
   $("llm").textContent = info.llm_available ? `LLM: ${info.llm}` : "No LLM configured — read-aloud works.";
   if (!info.llm_available) { $("no-llm").textContent = info.how_to_enable; $("no-llm").hidden = false; }
   const voices = info.voices.length ? info.voices : [info.default_voice];
@@ -68,6 +74,7 @@ async function connect() {
   player.sampleRate = info.sample_rate;
   const url = new URL("agent/ws", location.href);
   url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  if (apiKey) url.searchParams.set("api_key", apiKey);
   socket = new WebSocket(url);
   socket.binaryType = "arraybuffer";
   socket.onmessage = (event) => (typeof event.data === "string" ? onEvent(JSON.parse(event.data)) : onAudio(event.data));
@@ -92,7 +99,8 @@ function onEvent(event) {
     case "segment":
       if (event.turn !== koe.turn || koe.state === "stopped") return;
       mark("firstSegment");
-      koe.segments.push({ index: event.index, text: event.text, span: event.source_span, start: 0, end: 0 });
+      koe.segments.push({ index: event.index, text: event.text, span: event.source_span, start: 0, end: 0,
+        words: event.words ?? [] });
       break;
     case "audio": pendingAudio = event; return;
     case "done":
@@ -133,9 +141,9 @@ async function go(event) {
   event.preventDefault();
   if (!socket || socket.readyState !== WebSocket.OPEN) return;
   await player.ensure(); // this click is the user gesture that lets audio start
-  Object.assign(koe, { answer: "", segments: [], timings: {}, played: 0, queued: 0, stalls: 0, dry: false,
-    dryAt: null, audioFrames: 0, samplesAfterStop: 0, clearedAck: false, heardSegments: 0, turn: null,
-    server: null });
+  Object.assign(koe, { answer: "", segments: [], spokenWords: [], timings: {}, played: 0, queued: 0,
+    stalls: 0, dry: false, dryAt: null, audioFrames: 0, samplesAfterStop: 0, clearedAck: false,
+    heardSegments: 0, turn: null, server: null });
   player.clear(); // a new question while one is spoken is a barge-in: the server interrupts that turn
   const common = { voice: $("voice").value, speed: Number($("speed").value) };
   const request = koe.mode === "ask"
@@ -177,6 +185,15 @@ function status(text) { $("status").textContent = text; }
 
 // --- rendering ------------------------------------------------------------------------------------------
 
+// The word of segment s being played: the last one whose start the worklet's position has passed (its
+// times are seconds from the segment's first sample), so a pause keeps the word before it lit.
+function playingWord(s) {
+  const at = (koe.played - s.start) / player.sampleRate;
+  let playing = null;
+  for (const w of s.words) if (w.start_s <= at) playing = w;
+  return playing;
+}
+
 function render() {
   const current = koe.segments.findIndex((s) => s.end > s.start && koe.played >= s.start && koe.played < s.end);
   const started = koe.segments.filter((s) => s.end > s.start && koe.played > s.start).length;
@@ -186,7 +203,18 @@ function render() {
   koe.segments.forEach((s, i) => {
     if (s.span[0] > at) parts.push(["pending", koe.answer.slice(at, s.span[0])]);
     const kind = i === current ? "current" : koe.played >= s.end && s.end > 0 ? "heard" : "ready";
-    parts.push([kind, koe.answer.slice(s.span[0], s.span[1])]);
+    const word = i === current && koe.state !== "stopped" ? playingWord(s) : null;
+    if (word) {
+      const [a, b] = word.source_span;
+      const last = koe.spokenWords.at(-1);
+      if (!last || last.index !== s.index || last.span[0] !== a) {
+        koe.spokenWords.push({ index: s.index, word: word.word, span: [a, b] });
+      }
+      parts.push([kind, koe.answer.slice(s.span[0], a)], ["current word", koe.answer.slice(a, b)],
+        [kind, koe.answer.slice(b, s.span[1])]);
+    } else {
+      parts.push([kind, koe.answer.slice(s.span[0], s.span[1])]);
+    }
     at = s.span[1];
   });
   parts.push(["pending", koe.answer.slice(at)]);

@@ -33,9 +33,9 @@ export class Player {
     const pcm = new Int16Array(buffer);
     const samples = new Float32Array(pcm.length);
     for (let i = 0; i < pcm.length; i++) samples[i] = pcm[i] / 32768;
-    this.node.port.postMessage({ type: "push", samples }, [samples.buffer]);
-    this.pushed += samples.length;
-    return samples.length;
+    this.node.port.postMessage({ type: "push", samples }, [samples.buffer]); // detaches samples: length 0
+    this.pushed += pcm.length;
+    return pcm.length;
   }
 
   // Drop everything queued at once (Stop, or the next turn).

@@ -1,0 +1,82 @@
+"""How koe's log records look: fields passed in ``extra`` become ``key=value`` text or JSON keys.
+
+Modules log with ``logging.getLogger(__name__)`` and put what a machine should read (session, turn,
+durations) in ``extra``; the CLI, the only place that configures logging, picks :class:`TextFormatter`
+or :class:`JsonFormatter` and adds :class:`RedactSecrets`. Nothing here touches the root logger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, MutableMapping
+from datetime import UTC, datetime
+from typing import Any
+
+#: Attributes every record has (and uvicorn's ANSI-coloured copy of its message); anything else on a
+#: record came from ``extra``.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+    "color_message",
+}
+#: ``?api_key=…`` in a logged URL (uvicorn logs WebSocket paths with their query).
+_QUERY_SECRET = re.compile(r"(api_key=)[^&\s\"']+", re.IGNORECASE)
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def fields_of(record: logging.LogRecord) -> dict[str, Any]:
+    """The structured fields a record was logged with (its ``extra``), in the order given."""
+    return {k: v for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES and not k.startswith("_")}
+
+
+class TextFormatter(logging.Formatter):
+    """The usual one-line text, followed by each structured field as ``key=value``."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        return line + "".join(f" {key}={value}" for key, value in fields_of(record).items())
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, fields, traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            **fields_of(record),
+        }
+        if record.exc_info:
+            entry["traceback"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+class RedactSecrets(logging.Filter):
+    """Hides API keys that clients put in URLs (``?api_key=``) before any handler writes them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "api_key=" in message.lower():
+            record.msg, record.args = _QUERY_SECRET.sub(r"\1[redacted]", message), None
+        return True
+
+
+class ContextLogger(logging.LoggerAdapter[logging.Logger]):
+    """A logger that adds fixed fields (a session's id) to every record, merged with the call's ``extra``."""
+
+    def __init__(self, logger: logging.Logger, context: Mapping[str, object]) -> None:
+        super().__init__(logger, dict(context))
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs

@@ -1,0 +1,34 @@
+"""A short soak in the test suite: every kind of client, minutes shortened to seconds, against a live server.
+
+The ten-minute run is ``koe soak --minutes 10`` (docs/operations.md has its numbers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from koe.bench.soak import ACTIONS, rss_bytes, soak
+from live_checks import assert_serving, server_tasks, wait_idle
+from live_server import ServerFactory
+
+#: Generous for a 45-second run in the test process (which also holds the test's own allocations).
+MAX_GROWTH_PCT = 15.0
+
+
+@pytest.mark.slow
+def test_a_short_soak_runs_every_client_kind_without_errors_or_growth(serve_app: ServerFactory) -> None:
+    with serve_app() as live:
+        tasks = server_tasks(live)
+        # the server runs in this process, so this process's RSS is the server's
+        report = asyncio.run(
+            soak(live.http_url, 45.0, rss_bytes, clients=3, warmup_s=15.0, sample_every_s=2.0)
+        )
+        print(report.summary())
+        assert report.client_failures == {}
+        assert report.server_errors == {}
+        assert set(report.actions) == {action.__name__ for action in ACTIONS}
+        assert report.growth_pct < MAX_GROWTH_PCT
+        wait_idle(live, tasks)
+        assert_serving(live)

@@ -1,0 +1,103 @@
+"""Logs of a live server: one summary line per turn and per request, every session line with its id, and
+no user text at INFO."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+
+from koe.logs import JsonFormatter, TextFormatter
+from live_server import LiveServer
+from ws_events import WAIT_S, of_type, run, send, until
+
+#: Words that appear nowhere in koe's own messages, so finding one in a log means user text leaked.
+FIRST = "Zebras quietly juggle marmalade."
+SECOND = (
+    "Walruses compose sonnets about turquoise lighthouses. Meanwhile, hedgehogs recite limericks. "
+    "Nobody expected the flamingos to applaud so loudly at the end of the evening."
+)
+HTTP_TEXT = "Porcupines whistle politely."
+PRIVATE = ("Zebras", "marmalade", "Walruses", "turquoise", "flamingos", "Porcupines", "whistle")
+
+
+def wait_for(records: Callable[[], list[logging.LogRecord]]) -> list[logging.LogRecord]:
+    """The records once there are some: a session's last lines are written after its client has left."""
+    deadline = time.monotonic() + WAIT_S
+    while not (found := records()):
+        assert time.monotonic() < deadline, "the expected log line never came"
+        time.sleep(0.05)
+    return found
+
+
+def assert_no_user_text(records: list[logging.LogRecord]) -> None:
+    for formatter in (TextFormatter(), JsonFormatter()):
+        written = "\n".join(formatter.format(r) for r in records)
+        assert not [word for word in PRIVATE if word in written]
+
+
+def test_each_turn_logs_one_line_with_its_session_counts_and_outcome(
+    koe_server: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> tuple[str, dict[str, object]]:
+        async with connect(koe_server.ws_url + "/v1/stream") as ws:
+            await send(ws, {"type": "config"})
+            (ack,) = await until(ws, of_type("config"))
+            await send(ws, {"type": "append", "text": FIRST})
+            await send(ws, {"type": "flush"})
+            *_, flushed = await until(ws, of_type("flushed"))
+            await send(ws, {"type": "append", "text": SECOND})
+            await send(ws, {"type": "flush"})
+            await until(ws, of_type("segment"))
+            await send(ws, {"type": "cancel"})
+            await until(ws, of_type("cancelled"))
+        assert isinstance(ack, dict) and isinstance(flushed, dict)
+        return str(ack["session"]), flushed
+
+    with caplog.at_level(logging.INFO):
+        session, flushed = run(main)
+        mine = lambda: [r for r in caplog.records if getattr(r, "session", None) == session]  # noqa: E731
+        wait_for(lambda: [r for r in mine() if r.getMessage() == "session closed"])
+    turns = [r for r in mine() if r.getMessage() == "turn ended"]
+    assert [(r.__dict__["turn"], r.__dict__["outcome"]) for r in turns] == [(0, "flushed"), (1, "cancelled")]
+    line = turns[0].__dict__
+    assert line["chars"] == len(FIRST)
+    assert line["segments"] >= 1
+    assert line["audio_s"] == pytest.approx(flushed["audio_s"], abs=0.002)
+    assert line["first_audio_ms"] == pytest.approx(flushed["ttfa_ms"], abs=1.0)
+    assert 0 < line["rtf"] < 20
+    assert turns[1].__dict__["chars"] == len(SECOND)
+    session_lines = [r for r in caplog.records if r.name == "koe.server.session"]
+    assert all(hasattr(r, "session") for r in session_lines)  # every session line carries its id
+    assert {"session opened", "session closed"} <= {r.getMessage() for r in mine()}
+    assert_no_user_text(caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/invocations", {"text": HTTP_TEXT, "stream": False}),
+        (
+            "/v1/audio/speech",
+            {"model": "tts-1", "input": HTTP_TEXT, "voice": "alloy", "response_format": "pcm"},
+        ),
+    ],
+    ids=["whole", "streamed"],
+)
+def test_each_http_request_logs_one_line_when_its_response_ends(
+    koe_server: LiveServer, caplog: pytest.LogCaptureFixture, path: str, body: dict[str, object]
+) -> None:
+    ended = lambda: [r for r in caplog.records if r.getMessage() == "request ended"]  # noqa: E731
+    with caplog.at_level(logging.INFO):
+        response = httpx.post(koe_server.http_url + path, json=body, timeout=WAIT_S)
+        assert response.status_code == 200
+        (line,) = wait_for(ended)
+    fields = line.__dict__
+    assert (fields["outcome"], fields["chars"]) == ("completed", len(HTTP_TEXT))
+    assert fields["segments"] >= 1 and fields["audio_s"] > 0 and fields["rtf"] > 0
+    assert fields["first_audio_ms"] > 0 and len(fields["request"]) == 12
+    assert_no_user_text(caplog.records)
