@@ -32,13 +32,16 @@ def transcribe() -> Transcriber:
 def serve_app(speech: Speech) -> ServerFactory:
     """Start another server sharing the loaded model, with its own settings: ``with serve_app(**limits)``.
 
-    Warm-up is off (the shared model is warm) unless asked for; ``sock`` passes a prepared socket.
+    Warm-up is off (the shared model is warm) unless asked for; ``sock`` passes a prepared socket and
+    ``uvicorn`` options of uvicorn's own (its keepalive ping...).
     """
 
     @contextmanager
-    def start(sock: socket.socket | None = None, **overrides: Any) -> Iterator[LiveServer]:
+    def start(
+        sock: socket.socket | None = None, uvicorn: dict[str, Any] | None = None, **overrides: Any
+    ) -> Iterator[LiveServer]:
         settings = Settings(**{"host": LOOPBACK, "port": 0, "warmup": False, **overrides})
-        with run_server(create_app(settings, speech), settings, sock) as live:
+        with run_server(create_app(settings, speech), settings, sock, **(uvicorn or {})) as live:
             yield live
 
     return start

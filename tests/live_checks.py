@@ -6,8 +6,10 @@ Imported as ``live_checks`` (tests/ is on pytest's path).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import httpx
 from websockets.asyncio.client import connect
@@ -76,3 +78,22 @@ def assert_serving(live: LiveServer) -> bytes:
     pcm = audio(events)
     assert abs(len(pcm) / PCM_BYTES_PER_S - flushed["audio_s"]) < 0.01
     return pcm
+
+
+@contextmanager
+def failures_logged() -> Iterator[list[logging.LogRecord]]:
+    """Every record logged at ERROR or with a traceback while inside: an unexpected failure somewhere."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.ERROR or record.exc_info:
+                records.append(record)
+
+    handler = Keep(logging.DEBUG)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield records
+    finally:
+        root.removeHandler(handler)

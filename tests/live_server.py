@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import uvicorn
@@ -79,11 +79,21 @@ def loopback_socket(send_buffer: int | None = None) -> socket.socket:
 
 @contextmanager
 def run_server(
-    app: Starlette, settings: Settings, sock: socket.socket | None = None, *, wait_ready: bool = True
+    app: Starlette,
+    settings: Settings,
+    sock: socket.socket | None = None,
+    *,
+    wait_ready: bool = True,
+    **uvicorn_options: Any,
 ) -> Iterator[LiveServer]:
-    """Serve ``app`` with koe's own uvicorn configuration until the block ends; waits for ``/ping`` 200."""
+    """Serve ``app`` with koe's own uvicorn configuration until the block ends; waits for ``/ping`` 200.
+
+    ``uvicorn_options`` override uvicorn's own settings (``ws_ping_interval=0.5``...).
+    """
     sock = sock or loopback_socket()
-    server = uvicorn.Server(uvicorn_config(app, settings, host=LOOPBACK, port=sock.getsockname()[1]))
+    server = uvicorn.Server(
+        uvicorn_config(app, settings, host=LOOPBACK, port=sock.getsockname()[1], **uvicorn_options)
+    )
     loop = asyncio.new_event_loop()
     done: concurrent.futures.Future[None] = concurrent.futures.Future()
 

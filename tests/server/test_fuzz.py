@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from koe.settings import Settings
-from live_checks import assert_serving, close_code, no_leak
+from live_checks import assert_serving, close_code, failures_logged, no_leak
 from live_server import LiveServer
 from support import Transcriber, words
 
@@ -107,25 +104,6 @@ ws_frame = st.one_of(
     st.just(b'{"type": "append", "text": "\xff\xfe"}'),  # invalid UTF-8 inside JSON
     st.sampled_from(["[]", "null", "1e999", '"append"', '{"type": null}', "{" * 5000]),
 ).map(Short)
-
-
-@contextmanager
-def failures_logged() -> Iterator[list[logging.LogRecord]]:
-    """Every record logged at ERROR or with a traceback while inside: an unexpected failure somewhere."""
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if record.levelno >= logging.ERROR or record.exc_info:
-                records.append(record)
-
-    handler = Keep(logging.DEBUG)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        yield records
-    finally:
-        root.removeHandler(handler)
 
 
 def check_error(message: dict[str, Any]) -> None:

@@ -18,7 +18,15 @@ from koe.bench.soak import rss_bytes
 from koe.scheduler.queue import SchedulerStats
 from koe.server.app import create_app
 from koe.settings import Settings
-from live_checks import assert_serving, close_code, metric, server_tasks, wait_for, wait_idle
+from live_checks import (
+    assert_serving,
+    close_code,
+    failures_logged,
+    metric,
+    server_tasks,
+    wait_for,
+    wait_idle,
+)
 from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket, run_server
 from ws_events import WAIT_S, messages, of_type, receive, run, send, until
 
@@ -210,8 +218,43 @@ def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_app: ServerF
             time.sleep(1.5)
 
     sock = loopback_socket(send_buffer=4096)
-    with serve_app(sock=sock, audio_high_water_s=1.0, audio_low_water_s=0.5) as live:
+    # uvicorn's keepalive would drop this silent client after 40 s (tested below); keep it out of the way
+    no_keepalive = {"ws_ping_interval": None}
+    with serve_app(sock=sock, uvicorn=no_keepalive, audio_high_water_s=1.0, audio_low_water_s=0.5) as live:
         run(lambda: main(live))
+
+
+def test_a_reader_stalled_past_the_keepalive_is_dropped_without_an_internal_error(
+    serve_app: ServerFactory,
+) -> None:
+    """uvicorn closes the socket itself when its ping goes unanswered; the session must end cleanly then.
+
+    (Sending after that raised uvicorn's ``RuntimeError`` from the session's writer: a 1011 and a traceback.)
+    """
+
+    async def main(live: LiveServer) -> None:
+        client = socket.create_connection((LOOPBACK, live.port))
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        url = live.ws_url + "/v1/stream?sample_rate=48000"
+        async with connect(url, sock=client, max_queue=1, ping_interval=None) as ws:
+            await send(ws, {"type": "append", "text": " ".join(f"Here is sentence {n}." for n in range(6))})
+            await send(ws, {"type": "flush"})
+            await asyncio.sleep(3.0)  # not reading, so not answering pings, for 3 x (ping interval + timeout)
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    await receive(ws)
+
+    keepalive = {"ws_ping_interval": 0.5, "ws_ping_timeout": 0.5}
+    sock = loopback_socket(send_buffer=4096)
+    with (
+        failures_logged() as failures,
+        serve_app(sock=sock, uvicorn=keepalive, audio_high_water_s=1.0, audio_low_water_s=0.5) as live,
+    ):
+        tasks = server_tasks(live)
+        run(lambda: main(live))
+        wait_idle(live, tasks)
+        assert_serving(live)
+    assert [record.getMessage() for record in failures] == []
 
 
 def test_ping_and_every_route_answer_503_until_the_model_is_loaded(tmp_path: Path) -> None:

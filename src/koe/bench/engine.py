@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import resource
 import statistics
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from koe.bench.peer import load_kokoro_onnx
+from koe.bench.soak import rss_bytes
 from koe.bench.stats import fit_line
 from koe.engine.assets import install_voices, packaged_model_bytes
 from koe.engine.base import SynthesisRequest
@@ -68,9 +68,8 @@ def peak_rss_mb() -> float:
 def rss_mb() -> dict[str, float | None]:
     """Resident memory of this process now (Linux's /proc; None elsewhere) and at its peak, in MB."""
     try:
-        resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
-        now: float | None = resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
+        now: float | None = rss_bytes() / 2**20
+    except OSError:
         now = None
     return {"now": now, "peak": peak_rss_mb()}
 

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route, WebSocketRoute
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
+from starlette.websockets import WebSocket
 
 from koe.agent.routes import WEB_DIR, mount_agent
 from koe.errors import KoeError
@@ -17,7 +17,7 @@ from koe.server.access import HEALTH_PATHS, access_middleware, static_paths
 from koe.server.errors import WS_INTERNAL_ERROR, route_of
 from koe.server.protocol import Error, encode
 from koe.server.runtime import Runtime
-from koe.server.session import Session
+from koe.server.session import SOCKET_GONE, Session
 from koe.settings import Settings
 from koe.speech import Speech
 
@@ -55,7 +55,7 @@ async def _close(websocket: WebSocket, code: int, message: str) -> None:
     try:
         await websocket.send_text(message)
         await websocket.close(code)
-    except (WebSocketDisconnect, WebSocketDisconnected):
+    except SOCKET_GONE:
         pass  # the client is gone already: nothing left to tell it
 
 

@@ -51,6 +51,10 @@ logger = logging.getLogger(__name__)
 CLOSE_GRACE_S = 5.0
 #: Data items that belong to no turn (the final close after a ``close`` message).
 _NO_TURN = -1
+#: What sending on a socket that is gone raises: Starlette's disconnect errors, and uvicorn's RuntimeError
+#: when it closed the socket by itself first (its keepalive ping timed out on a client that stopped reading,
+#: or a frame was over ``ws_max_size``); for a session all of them mean the client is gone.
+SOCKET_GONE = (WebSocketDisconnect, WebSocketDisconnected, RuntimeError)
 
 
 class _SessionOver(Exception):
@@ -333,6 +337,6 @@ class Session:
                     await self._ws.send_text(payload)
                 else:
                     await self._ws.send_bytes(payload)
-        except (WebSocketDisconnect, WebSocketDisconnected):
-            self._log.info("the client left while we were sending")
+        except SOCKET_GONE as exc:
+            self._log.info("the client left while we were sending (%s)", type(exc).__name__)
         raise _SessionOver
