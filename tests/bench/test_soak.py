@@ -25,10 +25,10 @@ def test_a_short_soak_runs_every_client_kind_without_errors_or_growth(serve_app:
         report = asyncio.run(
             soak(live.http_url, 45.0, rss_bytes, clients=3, warmup_s=15.0, sample_every_s=2.0)
         )
-        print(report.summary())
-        assert report.client_failures == {}
-        assert report.server_errors == {}
-        assert set(report.actions) == {action.__name__ for action in ACTIONS}
-        assert report.growth_pct < MAX_GROWTH_PCT
+        summary = report.summary()
+        assert report.client_failures == {}, summary
+        assert report.server_errors == {}, summary
+        assert set(report.actions) == {action.__name__ for action in ACTIONS}, summary
+        assert report.growth_pct < MAX_GROWTH_PCT, summary
         wait_idle(live, tasks)
         assert_serving(live)

@@ -35,7 +35,7 @@ CLOSES = {1000, 1008, 1009}
 #: uvicorn's own frame limit: twice ``max_message_bytes`` (koe.server.serve), in bytes.
 TRANSPORT_LIMIT = 2 * Settings().max_message_bytes
 FUZZ = settings(
-    max_examples=40,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=False,
@@ -170,7 +170,8 @@ def http_request(draw: st.DrawFn) -> tuple[str, Short, str]:
     keys = ROUTES[path]
     fields = draw(st.dictionaries(st.sampled_from(keys), field_value, max_size=len(keys)))
     if path == "/agent/invocations":
-        fields["tokens_per_s"] = 1000  # a read that gets through is over at once (no prompt: no LLM)
+        # a read that gets through is over at once (and no prompt: no LLM is asked)
+        fields.update(tokens_per_s=1000, first_token_delay_s=0)
     body = draw(
         st.one_of(
             st.just(json.dumps(fields, ensure_ascii=False).encode()),
