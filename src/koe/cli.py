@@ -66,12 +66,12 @@ def load_speech(args: argparse.Namespace, *, warmup: bool = True) -> Speech:
         return Speech.load(replace(speech_options(args), warmup=warmup))
 
 
-def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
+def _add_engine_flags(parser: argparse.ArgumentParser, threads_default: str = "all cores") -> None:
     parser.add_argument("--model-dir", help="directory with one .onnx and voices (default: KOE_MODEL_DIR)")
     parser.add_argument(
         "--download", action="store_true", help="fetch the fp32 model and voices from Hugging Face"
     )
-    parser.add_argument("--threads", type=int, help="engine threads (default: all cores)")
+    parser.add_argument("--threads", type=int, help=f"engine threads (default: {threads_default})")
     parser.add_argument("--engine", choices=["onnx", "torch"], help="backend (default: KOE_ENGINE or onnx)")
 
 
@@ -309,14 +309,7 @@ def _register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: KOE_PORT or 8080)")
     parser.add_argument("--workers", type=int, help="concurrent synthesis calls (default: KOE_WORKERS or 2)")
-    parser.add_argument("--model-dir", help="directory with one .onnx and voices (default: KOE_MODEL_DIR)")
-    parser.add_argument(
-        "--download", action="store_true", help="fetch the fp32 model and voices from Hugging Face"
-    )
-    parser.add_argument(
-        "--threads", type=int, help="ONNX Runtime threads per worker (default: KOE_THREADS_PER_WORKER or 2)"
-    )
-    parser.add_argument("--engine", choices=["onnx", "torch"], help="backend (default: KOE_ENGINE or onnx)")
+    _add_engine_flags(parser, threads_default="KOE_THREADS_PER_WORKER or 2, per worker")
     parser.set_defaults(handler=_run_serve)
 
 
