@@ -233,7 +233,7 @@ def _register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser.add_argument(
         "--first-token-delay", type=float, help="simulated LLM first-token delay (default 0.3 s)"
     )
-    parser.add_argument("--ttfa-threshold", type=float, help="capacity limit on request → first audio (s)")
+    parser.add_argument("--ttfa-threshold", type=float, help="capacity: most s from first sentence to audio")
     parser.set_defaults(handler=_run_bench)
 
 

@@ -1,8 +1,10 @@
 """Capacity: N sessions at once, each streaming the agent answer; how many stay smooth and prompt.
 
-A level passes when no listener hears an underrun and the first audio (p95 where there are ≥ 20
-sessions, else the slowest) comes within the threshold. Levels double until one fails: a larger N only
-adds work to the same cores, so the run stops there instead of spending minutes on a known answer.
+A level passes when no listener hears an underrun and the first audio *after the answer's first
+sentence exists* (p95 where there are ≥ 20 sessions, else the slowest) comes within the threshold: the
+delay koe adds, without the LLM's own time to write the sentence. Levels double until one fails: a
+larger N only adds work to the same cores, so the run stops there instead of spending minutes on a known
+answer.
 RTF under load comes from the server's own ``/metrics`` (synthesis seconds over audio seconds).
 """
 
@@ -27,7 +29,7 @@ _AUDIO_TOTAL = "koe_audio_seconds_total"
 @dataclass(frozen=True, slots=True)
 class Level:
     sessions: int
-    first_audio_s: Summary
+    first_audio_after_sentence_s: Summary
     gap_count: int
     gap_total_s: float
     rtf: float | None  # server-side synthesis time over audio time during the level; None without metrics
@@ -63,7 +65,7 @@ async def run_level(
     rtf = None
     if before is not None and after is not None and after[1] > before[1]:
         rtf = (after[0] - before[0]) / (after[1] - before[1])
-    first = summarize([t.first_audio_s for t in traces])
+    first = summarize([t.first_audio_s - (t.first_sentence_at or 0.0) for t in traces])
     playbacks = [t.playback for t in traces]
     gaps = sum(p.gap_count for p in playbacks)
     audio = sum(c.duration_s for t in traces for c in t.chunks)

@@ -58,7 +58,7 @@ def capacity(levels: Sequence[Mapping[str, Any]], threshold_s: float, path: Path
     sessions = [lv["sessions"] for lv in levels]
     fig = Figure(figsize=(11, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2)
-    first = [lv["first_audio_s"] for lv in levels]
+    first = [lv["first_audio_after_sentence_s"] for lv in levels]
     left.plot(sessions, [f["median"] for f in first], "o-", label="median")
     left.plot(
         sessions, [f["p95"] if f["p95"] is not None else f["max"] for f in first], "s--", label="p95 / max"
@@ -66,7 +66,7 @@ def capacity(levels: Sequence[Mapping[str, Any]], threshold_s: float, path: Path
     left.axhline(threshold_s, color="tab:red", linestyle=":", label=f"threshold {threshold_s:g} s")
     left.set_ylim(bottom=0)
     left.set_xlabel("concurrent sessions")
-    left.set_ylabel("request → first audio (s)")
+    left.set_ylabel("first sentence → first audio (s)")
     left.legend(fontsize=8)
     right.bar(sessions, [lv["gap_total_s"] for lv in levels], color="tab:red", alpha=0.6, label="silence (s)")
     right.set_xlabel("concurrent sessions")

@@ -104,10 +104,10 @@ def _barge_in(barge: Mapping[str, Any]) -> Section:
 
 def _capacity(capacity: Mapping[str, Any]) -> Section:
     section = Section(
-        f"4 · capacity (threshold {capacity['threshold_s']:g} s on request → first audio)",
+        f"4 · capacity (threshold {capacity['threshold_s']:g} s on first sentence → first audio)",
         (
             "sessions",
-            "first audio median s",
+            "first audio after sentence, median s",
             "p95 / max s",
             "gaps",
             "silence s",
@@ -117,7 +117,7 @@ def _capacity(capacity: Mapping[str, Any]) -> Section:
         ),
     )
     for level in capacity["levels"]:
-        first = level["first_audio_s"]
+        first = level["first_audio_after_sentence_s"]
         section.rows.append(
             (
                 str(level["sessions"]),
