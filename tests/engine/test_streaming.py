@@ -14,7 +14,7 @@ from koe.engine.base import SynthesisRequest
 from koe.engine.calibration import Calibration
 from koe.engine.streaming import AudioChunk, StreamEvent, StreamingDecoder, stream
 from koe.engine.timing import FRAME_SAMPLES, SegmentTiming
-from koe.engine.windowing import LEAD_DECODED_FRAMES
+from koe.engine.windowing import LEAD_DECODED_FRAMES, MIN_WINDOWED_FRAMES
 from koe.speech import Speech
 from koe.types import SAMPLE_RATE
 from support import Transcriber, words
@@ -87,11 +87,20 @@ def test_an_uncalibrated_voice_decodes_whole_identically_and_still_has_timing(
 ) -> None:
     empty = Calibration(streaming.stages, streaming.calibration.model_sha256, tmp_path, background=False)
     fresh = StreamingDecoder(streaming.stages, empty, streaming.cost, streaming.front_s_per_token)
-    request = _request(speech, "Short and plain.")
+    request = _request(speech, SENTENCE)
     timing, chunks = _split(list(fresh.stream(request, windowed=True)))
     assert len(chunks) == 1 and np.array_equal(chunks[0].audio, speech.engine.synthesize(request))
     assert timing.samples == chunks[0].audio.size
     assert list(tmp_path.iterdir()) == []  # nothing calibrated behind the caller's back
+
+
+def test_a_segment_too_short_to_need_windows_decodes_whole_even_when_windowed(
+    speech: Speech, streaming: StreamingDecoder
+) -> None:
+    request = _request(speech, "Short and plain.")
+    timing, chunks = _split(list(streaming.stream(request, windowed=True)))
+    assert timing.frames < MIN_WINDOWED_FRAMES
+    assert len(chunks) == 1 and np.array_equal(chunks[0].audio, speech.engine.synthesize(request))
 
 
 def test_word_timings_are_ordered_cover_the_audio_and_cut_between_the_right_words(

@@ -1,10 +1,11 @@
 """The quality gate for windowed decoding, on held-out sentences with several voices and speeds.
 
-Windows are small and fixed (the most joins). What passes: transcripts equal the whole decode's, the level
-stays within 3 dB, and joins stand out by at most 1 dB from the rest of the utterance (measured against a
-whole decode with the same frozen statistics, which isolates windowing). What fails: spectral balance —
-per-voice frozen statistics fit some sentences and not others (up to ~8 dB in a mel band), beyond the
-model's ~3 dB take-to-take variation; so windowing is not the default (docs/engine.md).
+Windows are small and fixed (the most joins). What passes: transcripts equal the whole decode's, the
+log-mel distance to it and the level stay within the model's ~3 dB take-to-take variation, and joins stand
+out by at most 1 dB from the rest of the utterance (measured against a whole decode with the same
+estimated statistics, which isolates windowing). What fails: spectral balance — the worst mel band's mean
+level still differs by more than 3 dB on some sentences, because the statistics are estimated, not the
+segment's own; so windowing is not the default (docs/engine.md).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from koe.engine.base import SynthesisRequest
+from koe.engine.moments import quiet_fraction
 from koe.engine.onnx import OnnxOptions
 from koe.engine.quality import compare
 from koe.engine.streaming import AudioChunk, StreamingDecoder
@@ -55,8 +57,9 @@ def _decode(speech: Speech, streaming: StreamingDecoder, cache: dict[Case, Decod
     ids = tokenize(phonemes)
     row = style[len(ids) - 1]
     front = streaming.stages.run_front(ids, row, speed)
-    statistics = streaming.calibration.lookup(style)
-    assert statistics is not None
+    moments = streaming.calibration.lookup(style)
+    assert moments is not None
+    statistics = moments.statistics(streaming.stages.norms, quiet_fraction(front.energy))
     cache[case] = {
         "windowed": np.concatenate([chunk.audio for chunk in chunks]),
         "joins": [chunk.start for chunk in chunks[1:]],
@@ -84,17 +87,22 @@ def test_windowed_speech_is_heard_as_the_whole_decode_with_unremarkable_joins(
     heard = words(transcribe(windowed))
     assert heard == words(transcribe(whole))
     assert heard == words(text)
-    assert abs(compare(windowed, whole).level_db) <= TAKE_TO_TAKE_DB
+    against_whole = compare(windowed, whole)
+    assert against_whole.distance_db <= TAKE_TO_TAKE_DB
+    assert abs(against_whole.level_db) <= TAKE_TO_TAKE_DB
     seams = compare(windowed, frozen, joins)
     assert seams.seam_db <= seams.elsewhere_db + SEAM_MARGIN_DB
 
 
-def test_windowing_is_not_the_default_because_frozen_statistics_miss_the_balance_gate(
+def test_windowing_is_not_the_default_because_estimated_statistics_miss_the_balance_gate(
     speech: Speech, streaming: StreamingDecoder, decodings: dict[Case, Decoded]
 ) -> None:
     """If better statistics ever pass here, revisit the default (and this test will say so by failing)."""
-    decoded = _decode(speech, streaming, decodings, HELD_OUT[0])
-    windowed, whole = decoded["windowed"], decoded["whole"]
-    assert isinstance(windowed, np.ndarray) and isinstance(whole, np.ndarray)
-    assert compare(windowed, whole).balance_db > TAKE_TO_TAKE_DB
+    worst = 0.0
+    for case in HELD_OUT:
+        decoded = _decode(speech, streaming, decodings, case)
+        windowed, whole = decoded["windowed"], decoded["whole"]
+        assert isinstance(windowed, np.ndarray) and isinstance(whole, np.ndarray)
+        worst = max(worst, compare(windowed, whole).balance_db)
+    assert worst > TAKE_TO_TAKE_DB
     assert OnnxOptions().windowed is False and streaming.windowed is False

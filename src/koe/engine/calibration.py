@@ -1,11 +1,12 @@
-"""Per-voice normalization statistics for windowed decoding: computed once, cached on disk, verified.
+"""Per-voice calibration for windowed decoding: computed once, cached on disk, verified.
 
-A window normalized with its own statistics comes out muffled and quiet; one normalized with the voice's
-typical statistics sounds like the whole decode. Those are the frame-weighted means of the statistics
-stage B computes on a few calibration sentences (~10 s of CPU per voice here), so they are computed on a
-voice's first use — in a background thread, while that voice's segments decode whole — and kept under
-koe's cache directory. A cached file is used only if its key (model hash, koe version, calibration set,
-the voice's style table) matches and every array has the expected name, shape and finite values.
+A window normalized with its own statistics comes out muffled and quiet; one normalized with the
+statistics the whole segment would have had sounds like the whole decode. Those are estimated from the
+voice's moments over quiet and voiced frames (:mod:`koe.engine.moments`), measured by stage B on a few
+calibration sentences (~5 s of CPU per voice here), so they are computed on a voice's first use — in a
+background thread, while that voice's segments decode whole — and kept under koe's cache directory. A
+cached file is used only if its key (model hash, koe version, calibration set, the voice's style table)
+matches and every array has the expected name, shape and finite values.
 """
 
 from __future__ import annotations
@@ -21,27 +22,30 @@ from pathlib import Path
 import numpy as np
 
 from koe import __version__
-from koe.engine.stages import Stages, Statistics
+from koe.engine.moments import ClassMoments
+from koe.engine.stages import Stages
 from koe.engine.vocab import tokenize
 from koe.errors import SynthesisError
 from koe.types import StyleTable
 
 logger = logging.getLogger(__name__)
 
-#: Calibration sentences, already phonemized (the engine is language-blind): "Good morning! I have checked
-#: the numbers, and everything looks fine for the launch next week." and "Could you bring the blue folder
-#: from my desk? We should read it together before lunch." Two sentences give the same quality as three.
-CALIBRATION_PHONEMES = (
-    "ɡˈʊd mˈɔɹnɪŋ! ˌI hæv ʧˈɛkt ðə nˈʌmbəɹz, ænd ˈɛvəɹiθˌɪŋ lˈʊks fˈIn fɔɹ ðə lˈɔnʧ nˈɛkst wˈik.",
-    "kˌʊd ju bɹˈɪŋ ðə blˈu fˈOldəɹ fɹʌm mI dˈɛsk? wˌi ʃˌʊd ɹˈid ɪt təɡˈɛðəɹ bəfˈɔɹ lˈʌnʧ.",
+#: Calibration sentences, already phonemized (the engine is language-blind), with the speed each is spoken
+#: at: "Good morning! I have checked the numbers, and everything looks fine for the launch next week." and
+#: "Could you bring the blue folder from my desk? We should read it together before lunch." One slow and one
+#: fast take fit speeds 0.8–1.3 better than two at 1.0 (worst band 4.5–4.8 dB against 4.8–5.4); adding two
+#: short sentences helped nothing.
+CALIBRATION_SET = (
+    ("ɡˈʊd mˈɔɹnɪŋ! ˌI hæv ʧˈɛkt ðə nˈʌmbəɹz, ænd ˈɛvəɹiθˌɪŋ lˈʊks fˈIn fɔɹ ðə lˈɔnʧ nˈɛkst wˈik.", 0.85),
+    ("kˌʊd ju bɹˈɪŋ ðə blˈu fˈOldəɹ fɹʌm mI dˈɛsk? wˌi ʃˌʊd ɹˈid ɪt təɡˈɛðəɹ bəfˈɔɹ lˈʌnʧ.", 1.2),
 )
 #: Bump when the calibration recipe changes, so old cache files are not reused.
-CALIBRATION_VERSION = 1
-_MAX_IN_MEMORY = 64  # voices and blends kept in memory (~140 KB each)
+CALIBRATION_VERSION = 2
+_MAX_IN_MEMORY = 64  # voices and blends kept in memory (~290 KB each)
 
 
 class Calibration:
-    """Statistics per style table. Thread-safe; at most one calibration computes at a time."""
+    """Class moments per style table. Thread-safe; at most one calibration computes at a time."""
 
     def __init__(
         self, stages: Stages, model_sha256: str, directory: Path, *, background: bool = True
@@ -50,7 +54,7 @@ class Calibration:
         self._background_enabled = background
         self.model_sha256 = model_sha256
         self.directory = directory
-        self._memory: OrderedDict[str, Statistics] = OrderedDict()
+        self._memory: OrderedDict[str, ClassMoments] = OrderedDict()
         self._pending: set[str] = set()
         self._lock = threading.Lock()
         self._compute_lock = threading.Lock()
@@ -58,14 +62,15 @@ class Calibration:
     def key(self, style: StyleTable) -> str:
         """What the statistics depend on: the model, koe's code, the calibration set and the voice."""
         digest = hashlib.sha256()
-        for part in (self.model_sha256, __version__, str(CALIBRATION_VERSION), *CALIBRATION_PHONEMES):
+        recipe = [f"{phonemes}@{speed}" for phonemes, speed in CALIBRATION_SET]
+        for part in (self.model_sha256, __version__, str(CALIBRATION_VERSION), *recipe):
             digest.update(part.encode())
             digest.update(b"\0")
         digest.update(np.ascontiguousarray(style, dtype=np.float32).tobytes())
         return digest.hexdigest()
 
-    def lookup(self, style: StyleTable) -> Statistics | None:
-        """The voice's statistics from memory or disk, or ``None`` when it has not been calibrated."""
+    def lookup(self, style: StyleTable) -> ClassMoments | None:
+        """The voice's moments from memory or disk, or ``None`` when it has not been calibrated."""
         key = self.key(style)
         with self._lock:
             cached = self._memory.get(key)
@@ -76,8 +81,8 @@ class Calibration:
             self._remember(key, loaded)
         return loaded
 
-    def calibrate(self, style: StyleTable) -> Statistics:
-        """Statistics for ``style``, computing and caching them now if needed (seconds of CPU)."""
+    def calibrate(self, style: StyleTable) -> ClassMoments:
+        """Moments for ``style``, computing and caching them now if needed (seconds of CPU)."""
         found = self.lookup(style)
         if found is not None:
             return found
@@ -87,11 +92,11 @@ class Calibration:
                 return found
             key = self.key(style)
             started = time.perf_counter()
-            statistics = self._compute(style)
+            moments = self._compute(style)
             logger.info("calibrated a voice in %.1f s (%s…)", time.perf_counter() - started, key[:12])
-            self._remember(key, statistics)
-            self._store(key, statistics)
-            return statistics
+            self._remember(key, moments)
+            self._store(key, moments)
+            return moments
 
     def calibrate_in_background(self, style: StyleTable) -> None:
         """Start calibrating ``style`` on a daemon thread unless that is under way or disabled."""
@@ -114,70 +119,86 @@ class Calibration:
             with self._lock:
                 self._pending.discard(key)
 
-    def _compute(self, style: StyleTable) -> Statistics:
-        totals: list[np.ndarray] | None = None
-        frames = 0
-        for phonemes in CALIBRATION_PHONEMES:
+    def _compute(self, style: StyleTable) -> ClassMoments:
+        totals: list[list[np.ndarray]] | None = None  # per norm: sums, sums of squares, counts
+        for phonemes, speed in CALIBRATION_SET:
             ids = tokenize(phonemes)
             row = style[len(ids) - 1]
-            front = self._stages.run_front(ids, row, 1.0)
-            _audio, statistics = self._stages.decode(front, row)
-            weighted = [value.astype(np.float64) * front.frames for value in statistics]
-            totals = weighted if totals is None else [a + b for a, b in zip(totals, weighted, strict=True)]
-            frames += front.frames
-        assert totals is not None  # CALIBRATION_PHONEMES is a non-empty constant
-        result = tuple((total / frames).astype(np.float32) for total in totals)
-        problem = self._problem(result)
+            front = self._stages.run_front(ids, row, speed)
+            sums = [
+                [part.astype(np.float64) for part in norm] for norm in self._stages.class_sums(front, row)
+            ]
+            totals = sums if totals is None else [
+                [a + b for a, b in zip(old, new, strict=True)] for old, new in zip(totals, sums, strict=True)
+            ]  # fmt: skip
+        assert totals is not None  # CALIBRATION_SET is a non-empty constant
+        try:
+            moments = ClassMoments.from_sums(*([norm[part] for norm in totals] for part in range(3)))
+        except ValueError as exc:
+            raise SynthesisError(f"calibration failed: {exc}") from exc
+        problem = self._problem(moments)
         if problem:
-            raise SynthesisError(f"calibration produced unusable statistics: {problem}")
-        return result
+            raise SynthesisError(f"calibration produced unusable moments: {problem}")
+        return moments
 
-    def _problem(self, statistics: Statistics) -> str | None:
-        """Why a set of statistics cannot be used, or ``None``."""
-        if len(statistics) != len(self._stages.statistic_names):
-            return f"{len(statistics)} arrays, expected {len(self._stages.statistic_names)}"
-        for name, value in zip(self._stages.statistic_names, statistics, strict=True):
-            if value.dtype != np.float32 or value.ndim != 3 or value.shape[0] != 1 or value.shape[2] != 1:
-                return f"{name} has dtype {value.dtype} and shape {value.shape}, expected float32 (1, C, 1)"
-            if not np.isfinite(value).all():
-                return f"{name} has non-finite values"
+    def _problem(self, moments: ClassMoments) -> str | None:
+        """Why a voice's moments cannot be used, or ``None``."""
+        norms = self._stages.norms
+        if len(moments.first) != len(norms) or len(moments.second) != len(norms):
+            return f"{len(moments.first)} norms, expected {len(norms)}"
+        for norm, first, second in zip(norms, moments.first, moments.second, strict=True):
+            name = self._stages.statistic_names[norm.mean_index]
+            channels = self._stages.channels[norm.mean_index]
+            if first.ndim != 2 or first.shape[0] != 2 or first.shape != second.shape:
+                return f"{name}: moments of shapes {first.shape} and {second.shape}, expected (2, C)"
+            if channels is not None and first.shape[1] != channels:
+                return f"{name}: {first.shape[1]} channels, the model has {channels}"
+            if not (np.isfinite(first).all() and np.isfinite(second).all()):
+                return f"{name} has non-finite moments"
+            if (second - first * first < -1e-3 * np.maximum(second, 1.0)).any():
+                return f"{name}: a mean square below the squared mean (a negative variance)"
         return None
 
     def _path(self, key: str) -> Path:
         return self.directory / f"{key}.npz"
 
-    def _load(self, key: str) -> Statistics | None:
+    def _load(self, key: str) -> ClassMoments | None:
         path = self._path(key)
         if not path.is_file():
             return None
+        count = len(self._stages.norms)
         try:
-            with np.load(path, allow_pickle=False) as archive:
-                names = tuple(str(name) for name in archive["arr_0"])
-                statistics = tuple(archive[f"arr_{index + 1}"] for index in range(len(names)))
+            with path.open("rb") as handle, np.load(handle, allow_pickle=False) as archive:
+                names = tuple(str(name) for name in archive["names"])
+                first = tuple(archive[f"first_{index}"] for index in range(count))
+                second = tuple(archive[f"second_{index}"] for index in range(count))
         except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
             logger.warning("ignoring unreadable calibration file %s: %s", path, exc)
             return None
+        moments = ClassMoments(first, second)
         problem = (
             "names differ from the model's" if names != self._stages.statistic_names else None
-        ) or self._problem(statistics)
+        ) or self._problem(moments)
         if problem:
             logger.warning("ignoring calibration file %s: %s", path, problem)
             return None
-        return statistics
+        return moments
 
-    def _store(self, key: str, statistics: Statistics) -> None:
+    def _store(self, key: str, moments: ClassMoments) -> None:
         path = self._path(key)
         partial = path.with_suffix(".partial.npz")
+        arrays = {f"first_{index}": value for index, value in enumerate(moments.first)}
+        arrays |= {f"second_{index}": value for index, value in enumerate(moments.second)}
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            np.savez(partial, np.array(self._stages.statistic_names), *statistics)  # arr_0: names
+            np.savez(partial, names=np.array(self._stages.statistic_names), **arrays)  # type: ignore[arg-type]
             partial.replace(path)
         except OSError as exc:  # a read-only cache costs a recalibration per process, nothing more
             logger.warning("could not cache calibration in %s: %s", self.directory, exc)
 
-    def _remember(self, key: str, statistics: Statistics) -> None:
+    def _remember(self, key: str, moments: ClassMoments) -> None:
         with self._lock:
-            self._memory[key] = statistics
+            self._memory[key] = moments
             self._memory.move_to_end(key)
             while len(self._memory) > _MAX_IN_MEMORY:
                 self._memory.popitem(last=False)

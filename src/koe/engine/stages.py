@@ -1,12 +1,14 @@
 """Kokoro's single ONNX graph cut in two, in memory: a fast front (stage A) and the vocoder (stage B).
 
-Stage A (tokens, style, speed → per-token durations, frame-aligned features, F0 and energy curves, and the
-harmonic source for the whole segment) costs a few percent of the synthesis. Stage B (the decoder and the
-iSTFTNet generator) is the rest, and it can run on windows of frames — but every AdaIN block normalizes
-over the whole time axis, so stage B is derived twice: once computing its normalization statistics (the
-whole decode, which also *outputs* them for calibration) and once taking them as inputs (frozen per voice
-by :mod:`koe.engine.calibration`, so a short window sounds like the whole). Computing the harmonic source in
-stage A keeps the sine phase continuous across windows. See ``docs/engine.md`` ("Streaming decoder").
+Stage A (tokens, style, speed → per-token durations, the energy curve, the frame-rate decoder's output and
+the harmonic source, all for the whole segment) costs a few percent of the synthesis. Stage B (the iSTFTNet
+generator) is the rest, and it can run on windows of frames — but every AdaIN block normalizes over the
+whole time axis, so stage B is derived twice: once computing its normalization statistics (the whole
+decode, which can also measure the per-class moments calibration needs) and once taking them as inputs
+(estimated per segment by :mod:`koe.engine.moments`, so a short window sounds like the whole). Running the
+frame-rate decoder in stage A gives its ten norms their exact statistics at 4% of the cost; computing the
+harmonic source there keeps the sine phase continuous across windows. See ``docs/engine.md``
+("Streaming decoder").
 
 The cut uses tensor names of the kokoro-onnx int8/fp32 export; another export lacks them, and
 :func:`load_stages` then returns ``None`` with a logged reason so the engine decodes whole segments.
@@ -24,6 +26,7 @@ import onnx
 import onnxruntime as ort
 from onnx.utils import Extractor
 
+from koe.engine.moments import MASK_INPUT, Norm, add_class_sums, class_mask, find_norms, moment_outputs
 from koe.engine.timing import FRAME_SAMPLES
 from koe.engine.vocab import tokenize
 from koe.errors import AssetError, SynthesisError
@@ -32,17 +35,16 @@ from koe.types import Audio
 logger = logging.getLogger(__name__)
 
 DURATIONS = "/encoder/Gather_output_0"  # int64 [n + 2]: frames per token, padding tokens included
-FEATURES = "/encoder/MatMul_1_output_0"  # float [1, 512, T]: text features aligned to frames
-F0 = "/encoder/Reshape_output_0"  # float [1, 2T]: pitch curve (Hz), two values per frame
-ENERGY = "/encoder/Reshape_1_output_0"  # float [1, 2T]
+ENERGY = "/encoder/Reshape_1_output_0"  # float [1, 2T]: log-scale energy curve, two values per frame
+DECODED = "/decoder/decoder/decode.3/Div_4_output_0"  # float [1, 512, 2T]: the generator's input
 HARMONIC = "/decoder/decoder/generator/Squeeze_output_0"  # float [1, 600 T]: sine source at audio rate
-_CUT = (FEATURES, F0, ENERGY, HARMONIC)
+_CUT = (DECODED, HARMONIC)
 #: Values per frame of each cut tensor along its last (time) axis.
-_PER_FRAME = {FEATURES: 1, F0: 2, ENERGY: 2, HARMONIC: FRAME_SAMPLES}
+_PER_FRAME = {DECODED: 2, HARMONIC: FRAME_SAMPLES}
 _STYLE = "style"
 _SPEED = "speed"
 _AUDIO = "audio"
-_VOCODER_PREFIX = "/decoder/"
+_VOCODER_PREFIX = "/decoder/decoder/generator/"
 _STATISTIC_OP = "ReduceMean"
 
 #: The probe that proves the cut ("Please call Stella."): short, because it is decoded three times at load,
@@ -60,6 +62,7 @@ class Front:
     """Stage A's output for one segment: durations and the frame-rate tensors stage B decodes."""
 
     durations: npt.NDArray[np.int64]
+    energy: FloatArray  # two values per frame: where the segment is quiet
     tensors: dict[str, FloatArray]  # the cut tensors, full length
 
     @property
@@ -73,7 +76,8 @@ class Front:
 
 
 class Stages:
-    """Three sessions: the front, the vocoder with its own statistics, the vocoder with frozen ones."""
+    """Three sessions: the front, the vocoder with its own statistics (which also measures the per-class
+    moments calibration needs, :mod:`koe.engine.moments`), the vocoder with frozen statistics."""
 
     def __init__(
         self,
@@ -82,12 +86,20 @@ class Stages:
         frozen: ort.InferenceSession,
         token_input: str,
         statistic_names: tuple[str, ...],
+        norms: tuple[Norm, ...],
     ) -> None:
         self._front = front
         self._vocoder = vocoder
         self._frozen = frozen
         self._token_input = token_input
         self.statistic_names = statistic_names
+        self.norms = norms
+        shapes = {value.name: value.shape for value in frozen.get_inputs()}
+        #: channels of each statistic (``[1, C, 1]``), ``None`` where the graph leaves it symbolic
+        self.channels = tuple(
+            shape[1] if len(shape) == 3 and isinstance(shape[1], int) else None
+            for shape in (shapes[name] for name in statistic_names)
+        )
 
     def run_front(self, ids: list[int], style_row: FloatArray, speed: float) -> Front:
         """Stage A on one segment's token ids (without the padding tokens, which are added here)."""
@@ -96,15 +108,34 @@ class Stages:
             _STYLE: style_row,
             _SPEED: np.array([speed], dtype=np.float32),
         }
-        durations, *tensors = self._run(self._front, feeds, [DURATIONS, *_CUT])
-        return Front(np.asarray(durations, dtype=np.int64), dict(zip(_CUT, tensors, strict=True)))
+        durations, energy, *tensors = self._run(self._front, feeds, [DURATIONS, ENERGY, *_CUT])
+        front = Front(np.asarray(durations, dtype=np.int64), energy, dict(zip(_CUT, tensors, strict=True)))
+        for name, value in front.tensors.items():
+            if value.shape[-1] != front.frames * _PER_FRAME[name]:
+                raise SynthesisError(f"{name} has {value.shape[-1]} steps for {front.frames} frames")
+        return front
 
     def decode(self, front: Front, style_row: FloatArray) -> tuple[Audio, Statistics]:
         """The whole segment with its own statistics (identical to the single graph), and those statistics."""
-        audio, *statistics = self._run(
-            self._vocoder, {**front.tensors, _STYLE: style_row}, [_AUDIO, *self.statistic_names]
-        )
+        audio, *statistics = self._run(self._vocoder, self._vocoder_feeds(front, style_row),
+                                       [_AUDIO, *self.statistic_names])  # fmt: skip
         return audio.reshape(-1), tuple(statistics)
+
+    def class_sums(
+        self, front: Front, style_row: FloatArray
+    ) -> list[tuple[FloatArray, FloatArray, FloatArray]]:
+        """Per norm, the whole decode's per-class sums of its input and of its square (``[2, C]`` each)
+        and the class counts (``[2]``): what calibration accumulates."""
+        names = [name for index in range(len(self.norms)) for name in moment_outputs(index)]
+        values = self._run(self._vocoder, self._vocoder_feeds(front, style_row), names)
+        return [
+            (total[0].T, square_total[0].T, count.reshape(-1))
+            for total, square_total, count in zip(values[0::3], values[1::3], values[2::3], strict=True)
+        ]
+
+    @staticmethod
+    def _vocoder_feeds(front: Front, style_row: FloatArray) -> dict[str, FloatArray]:
+        return {**front.tensors, _STYLE: style_row, MASK_INPUT: class_mask(front.energy)}
 
     def decode_window(
         self, front: Front, style_row: FloatArray, statistics: Statistics, start: int, end: int
@@ -133,7 +164,7 @@ def derive(model: bytes, make_session: SessionFactory, token_input: str) -> Stag
     except Exception as exc:  # onnx raises DecodeError and friends
         raise AssetError(f"the model could not be parsed by onnx: {exc}") from exc
     produced = {output for node in proto.graph.node for output in node.output}
-    missing = [name for name in (DURATIONS, *_CUT, _AUDIO) if name not in produced]
+    missing = [name for name in (DURATIONS, ENERGY, *_CUT, _AUDIO) if name not in produced]
     inputs = {value.name for value in proto.graph.input}
     missing += [name for name in (token_input, _STYLE, _SPEED) if name not in inputs]
     if missing:
@@ -146,16 +177,21 @@ def derive(model: bytes, make_session: SessionFactory, token_input: str) -> Stag
     )
     if not statistics:
         raise AssetError(f"the vocoder has no {_STATISTIC_OP} nodes to freeze: not the expected export")
+    try:
+        norms = find_norms(proto.graph, statistics)
+    except ValueError as exc:
+        raise AssetError(str(exc)) from exc
     extractor = Extractor(proto)
     try:
-        front = extractor.extract_model([token_input, _STYLE, _SPEED], [DURATIONS, *_CUT])
+        front = extractor.extract_model([token_input, _STYLE, _SPEED], [DURATIONS, ENERGY, *_CUT])
         vocoder = extractor.extract_model([*_CUT, _STYLE], [_AUDIO, *statistics])
         frozen = extractor.extract_model([*_CUT, _STYLE, *statistics], [_AUDIO])
     except Exception as exc:  # onnx's extractor raises assorted errors on unexpected graphs
         raise AssetError(f"the graph could not be cut into stages: {exc}") from exc
+    add_class_sums(vocoder.graph, norms)
     for name, part, expected in (
         ("stage A", front, {token_input, _STYLE, _SPEED}),
-        ("stage B", vocoder, {*_CUT, _STYLE}),
+        ("stage B", vocoder, {*_CUT, _STYLE, MASK_INPUT}),
         ("stage B (frozen)", frozen, {*_CUT, _STYLE, *statistics}),
     ):
         got = {value.name for value in part.graph.input}
@@ -167,7 +203,7 @@ def derive(model: bytes, make_session: SessionFactory, token_input: str) -> Stag
         )
     except Exception as exc:  # onnxruntime refuses a derived graph
         raise AssetError(f"ONNX Runtime could not load a stage: {exc}") from exc
-    return Stages(front_session, vocoder_session, frozen_session, token_input, statistics)
+    return Stages(front_session, vocoder_session, frozen_session, token_input, statistics, norms)
 
 
 WholeDecode = Callable[[list[int], FloatArray, float], Audio]

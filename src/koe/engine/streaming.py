@@ -5,7 +5,8 @@ one bounded piece of work — stage A (→ :class:`SegmentTiming`), the leading 
 :class:`AudioChunk`, no inference), then one vocoder window per step. So a scheduler can interleave steps of
 many segments by playback deadline, a cancelled segment costs at most the window in progress, and the
 chunks concatenate to exactly ``timing.samples`` samples. Without the voice's calibration the segment is
-decoded whole in one step (bit-identical to the single graph) while calibration runs in the background.
+decoded whole in one step (bit-identical to the single graph) while calibration runs in the background,
+and so is a segment shorter than ``MIN_WINDOWED_FRAMES``.
 
 Windowing is **off by default** (``windowed=False``): it failed the quality gate on held-out sentences
 (docs/engine.md, "Streaming decoder"), so by default a stream is timing right after stage A, then the whole
@@ -27,6 +28,7 @@ import numpy as np
 
 from koe.engine.base import Engine, SynthesisRequest
 from koe.engine.calibration import Calibration
+from koe.engine.moments import quiet_fraction
 from koe.engine.stages import (
     PROBE_PHONEMES as PROBE,
 )
@@ -44,6 +46,7 @@ from koe.engine.vocab import tokenize
 from koe.engine.windowing import (
     CROSSFADE_SAMPLES,
     LEAD_DECODED_FRAMES,
+    MIN_WINDOWED_FRAMES,
     CostModel,
     crossfade,
     input_span,
@@ -229,11 +232,14 @@ class SegmentStream(Iterator[StreamEvent]):
 
     def _run_front(self) -> SegmentTiming:
         assert self._row is not None  # done() is True without tokens
-        self._front = self._decoder.stages.run_front(self._ids, self._row, self._request.speed)
-        if self._windowed:
-            self._statistics = self._decoder.calibration.lookup(self._request.style)
-            if self._statistics is None:
+        stages = self._decoder.stages
+        self._front = stages.run_front(self._ids, self._row, self._request.speed)
+        if self._windowed and self._front.frames >= MIN_WINDOWED_FRAMES:
+            moments = self._decoder.calibration.lookup(self._request.style)
+            if moments is None:
                 self._decoder.calibration.calibrate_in_background(self._request.style)
+            else:
+                self._statistics = moments.statistics(stages.norms, quiet_fraction(self._front.energy))
         self.timing = SegmentTiming(self._request.phonemes, self._front.durations)
         return self.timing
 
