@@ -1,12 +1,13 @@
 """First audio, gaps and total time for 5-, 10-, 25- and 40-word segments: whole vs windowed decoding.
 
-Run: ``python benchmarks/streaming_decoder.py [--voice af_heart] [--json out.json]``. One process, one
-engine (2 threads), each segment decoded three ways:
+Run: ``python benchmarks/streaming_decoder.py [--voice af_heart] [--repeats 3] [--json out.json]``. One
+process, one engine (2 threads), each segment decoded three ways, interleaved, ``--repeats`` times (medians
+reported):
 
 - ``whole``: ``engine.synthesize`` — the first sample exists when the segment is done;
 - ``timed``: the default ``engine.stream`` — word timings right after stage A, then the whole decode;
 - ``windowed``: ``stream(..., windowed=True)`` with adaptive windows, played by a simulated real-time
-  listener that starts at the first chunk.
+  listener that starts at the first chunk (segments under ``MIN_WINDOWED_FRAMES`` decode whole).
 
 "Gap-free start" is the earliest moment playback could start and never run dry afterwards; "gaps" counts
 the stalls a listener starting at the first chunk would hear. Quality is measured against the whole decode
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from koe.engine.base import SynthesisRequest
+from koe.engine.moments import quiet_fraction
 from koe.engine.onnx import OnnxEngine
 from koe.engine.quality import compare
 from koe.engine.streaming import AudioChunk, StreamingDecoder
@@ -116,8 +118,9 @@ def measure(speech: Speech, decoder: StreamingDecoder, voice: str, words: int, t
     ids = tokenize(phonemes)
     row = style[len(ids) - 1]
     front = decoder.stages.run_front(ids, row, 1.0)
-    statistics = decoder.calibration.lookup(style)
-    assert statistics is not None
+    moments = decoder.calibration.lookup(style)
+    assert moments is not None
+    statistics = moments.statistics(decoder.stages.norms, quiet_fraction(front.energy))
     frozen = decoder.stages.decode_window(front, row, statistics, 0, front.frames)
     quality = compare(windowed, whole)
     seams = compare(windowed, frozen, [chunk.start for chunk in chunks[1:]])
@@ -141,10 +144,18 @@ def measure(speech: Speech, decoder: StreamingDecoder, voice: str, words: int, t
     )
 
 
+def _median(rows: list[Row]) -> Row:
+    """Each field's median over repeats of one segment (quality fields are identical: decoding is
+    deterministic)."""
+    fields = [asdict(row) for row in rows]
+    return Row(**{key: type(fields[0][key])(np.median([f[key] for f in fields])) for key in fields[0]})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--voice", default="af_heart")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     speech = Speech.load(SpeechOptions(threads=args.threads, voices=(args.voice,)))
@@ -156,7 +167,11 @@ def main() -> None:
     decoder.calibration.calibrate(speech.voices.resolve(args.voice))
     cost = decoder.cost
     print(f"cost model: {cost.fixed_s * 1e3:.0f} ms + {cost.per_frame_s * 1e3:.1f} ms/frame")
-    rows = [measure(speech, decoder, args.voice, words, text) for words, text in SEGMENTS.items()]
+    runs = [
+        [measure(speech, decoder, args.voice, words, text) for words, text in SEGMENTS.items()]
+        for _ in range(args.repeats)
+    ]
+    rows = [_median(list(same)) for same in zip(*runs, strict=True)]
     header = (
         "words audio_s whole_s timing_s 1st_chunk 1st_speech gapfree gaps win_total overhead windows "
         "dist_dB level_dB balance_dB seam_dB else_dB"

@@ -20,12 +20,14 @@ def test_environment_variables_are_typed_and_overrides_win() -> None:
             "KOE_WARMUP": "no",
             "KOE_MODEL_DIR": "/models",
             "KOE_HOST": "0.0.0.0",
+            "KOE_WINDOWED": "1",
         },
         port=9100,
         workers=None,
     )
     assert (settings.port, settings.workers, settings.audio_high_water_s) == (9100, 2, 6.5)
     assert (settings.warmup, settings.model_dir, settings.host) == (False, Path("/models"), "0.0.0.0")
+    assert settings.windowed and not Settings().windowed
 
 
 def test_the_defaults_bind_loopback_on_port_8080() -> None:

@@ -309,6 +309,7 @@ def _register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: KOE_PORT or 8080)")
     parser.add_argument("--workers", type=int, help="concurrent synthesis calls (default: KOE_WORKERS or 2)")
+    parser.add_argument("--windowed", action="store_true", help="decode streamed segments in windows")
     _add_engine_flags(parser, threads_default="KOE_THREADS_PER_WORKER or 2, per worker")
     parser.set_defaults(handler=_run_serve)
 
@@ -325,6 +326,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         download=args.download or None,
         threads_per_worker=args.threads,
         engine=args.engine,
+        windowed=args.windowed or None,
     )
     _stderr.print(f"koe on http://{settings.host}:{settings.port} — /ping answers 200 once the model is warm")
     serve(settings)

@@ -38,6 +38,9 @@ class Settings:
     threads_per_worker: int = 2  # ONNX Runtime intra-op threads of the engine
     warmup: bool = True
     default_voice: str = "af_heart"
+    # streamed segments decode window by window, their audio sent in parts (docs/engine.md, "Streaming
+    # decoder"); off by default: windowed audio fails the spectral-balance quality gate
+    windowed: bool = False
     # WebSocket sessions
     max_sessions: int = 32
     max_message_bytes: int = 64 * 1024

@@ -40,7 +40,7 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
     scenarios = report["scenarios"]
 
     agent = scenarios["agent"]["strategies"]
-    assert set(agent) == {"batch", "aws_sample", "koe"}
+    assert set(agent) == {"batch", "aws_sample", "koe", "koe_windowed"}
     for row in agent.values():
         for key in ("first_audio_s", "first_audio_after_sentence_s", "total_s", "gap_count", "gap_total_s"):
             _summary_ok(row[key], 1)
@@ -49,6 +49,7 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
     lengths = [row["audio_s"]["median"] for row in agent.values()]
     assert max(lengths) < 1.2 * min(lengths)
     assert scenarios["agent"]["ratios"]["batch_over_koe_first_audio"] > 0
+    assert scenarios["agent"]["ratios"]["koe_over_koe_windowed_first_audio"] > 0
     # batch hands over one file after the whole answer: nothing can play before the text is complete
     timelines = scenarios["agent"]["timelines"]
     assert timelines["batch"]["audio"][0][0] >= timelines["batch"]["tokens"][-1]
@@ -81,4 +82,4 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
     for name in report["plots"].values():
         assert (tmp_path / name).read_bytes().startswith(PNG_SIGNATURE)
     tables = (tmp_path / "bench.md").read_text()
-    assert "| koe |" in tables and "| kokoro_onnx_create_stream |" in tables
+    assert "| koe |" in tables and "| koe_windowed |" in tables and "| kokoro_onnx_create_stream |" in tables

@@ -31,3 +31,12 @@ def test_segments_audio_rtf_and_first_audio_add_up() -> None:
     assert fields["rtf"] == pytest.approx(1.0 / 2.5)
     assert fields["first_audio_ms"] == 250.0
     assert tally.fields(started_at=None)["first_audio_ms"] is None
+
+
+def test_the_first_audio_is_when_a_segments_first_part_went_out_not_when_it_ended() -> None:
+    tally = Tally()
+    tally.audio_sent()  # a windowed segment's first part
+    first = tally.first_audio_at
+    tally.add(0.8, 2.0)  # that segment, ended
+    assert first is not None and tally.first_audio_at == first
+    assert tally.fields(started_at=first)["segments"] == 1

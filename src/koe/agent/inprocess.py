@@ -3,6 +3,10 @@
 Each agent turn is a :class:`~koe.server.synthesis.SegmentStream`, exactly as a WebSocket turn is: the
 segmenter is fed as the LLM writes, segment lengths follow how much audio the listener has queued, and
 jobs are ordered by playback deadline across every session of the server, agent or not.
+
+Its segments are never windowed (``Settings.windowed``): a :class:`~koe.agent.base.Spoken` is a whole
+segment (the agent's ``segment`` event carries its duration ahead of its audio), so each comes as one part
+and windows would only add their overhead.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from koe.errors import OverloadedError
 from koe.params import validate_speed
 from koe.scheduler.deadline import PlaybackClock
 from koe.server.runtime import Runtime
-from koe.server.synthesis import SegmentStream, resolve_voice
+from koe.server.segment_job import resolve_voice
+from koe.server.synthesis import SegmentStream
 from koe.text.segment import Segmenter
 from koe.types import SAMPLE_RATE
 
@@ -69,6 +74,7 @@ class InProcessSession:
             self._clock,
             Segmenter(),
             lookahead=self._runtime.settings.segments_ahead,
+            windowed=False,  # a Spoken is a whole segment (see the module docstring)
         )
         try:
             stream.start()

@@ -20,6 +20,7 @@ _LABELS = {
     "batch": "batch (whole answer, then synthesize)",
     "aws_sample": "AWS sample (one message per sentence)",
     "koe": "koe (append per token + flush)",
+    "koe_windowed": "koe, windowed decoding (opt-in)",
 }
 _DPI = 110
 

@@ -60,6 +60,11 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         f"first audio: batch / koe = {ratios['batch_over_koe_first_audio']:.1f}×, "
         f"AWS sample / koe = {ratios['aws_sample_over_koe_first_audio']:.1f}×"
     )
+    if "koe_over_koe_windowed_first_audio" in ratios:
+        agent.notes.append(
+            f"koe / koe windowed = {ratios['koe_over_koe_windowed_first_audio']:.1f}× (windowed decoding is "
+            "opt-in: it misses the spectral-balance gate, docs/engine.md)"
+        )
     peer = _strategies(
         scenarios["peer"]["strategies"],
         f"2 · peer library, whole text at once: {scenarios['peer']['library']} vs koe (medians)",

@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from functools import partial
 from importlib.metadata import version
@@ -34,6 +34,7 @@ from koe.bench.target import in_process_server, wait_ready
 from koe.bench.turns import STRATEGIES, TURNS, TurnTrace, koe_turn
 from koe.engine.base import SynthesisRequest
 from koe.errors import ConfigError
+from koe.server.segment_job import window_decoder
 from koe.settings import Settings
 from koe.speech import Speech, SpeechOptions, resolve_source
 
@@ -99,22 +100,32 @@ async def _interleaved(
     return runs
 
 
-async def _agent(config: BenchConfig, url: str, steps: _Steps) -> tuple[dict[str, Any], dict[str, TurnTrace]]:
-    step = steps.add("1 agent answer (batch / AWS sample / koe)", config.repeats * len(STRATEGIES))
-    runs = await _interleaved(
-        {name: partial(TURNS[name], url, config.answer, config.pace, config.voice) for name in STRATEGIES},
-        config.repeats,
-        step,
-    )
+async def _agent(
+    config: BenchConfig, url: str, windowed_url: str | None, steps: _Steps
+) -> tuple[dict[str, Any], dict[str, TurnTrace]]:
+    """The agent answer by every strategy, and by koe windowed when ``windowed_url`` serves that."""
+    kinds: dict[str, Callable[[], Awaitable[TurnTrace]]] = {
+        name: partial(TURNS[name], url, config.answer, config.pace, config.voice) for name in STRATEGIES
+    }
+    if windowed_url is not None:
+        kinds["koe_windowed"] = partial(
+            koe_turn, windowed_url, config.answer, config.pace, config.voice, strategy="koe_windowed"
+        )
+    step = steps.add(f"1 agent answer ({' / '.join(kinds)})", config.repeats * len(kinds))
+    runs = await _interleaved(kinds, config.repeats, step)
     strategies = {name: summarize_runs([t.metrics() for t in traces]) for name, traces in runs.items()}
     koe_first = strategies["koe"]["first_audio_s"]["median"]
+    ratios = {
+        "batch_over_koe_first_audio": strategies["batch"]["first_audio_s"]["median"] / koe_first,
+        "aws_sample_over_koe_first_audio": strategies["aws_sample"]["first_audio_s"]["median"] / koe_first,
+    }
+    if "koe_windowed" in strategies:
+        ratios["koe_over_koe_windowed_first_audio"] = (
+            koe_first / strategies["koe_windowed"]["first_audio_s"]["median"]
+        )
     result = {
         "strategies": strategies,
-        "ratios": {
-            "batch_over_koe_first_audio": strategies["batch"]["first_audio_s"]["median"] / koe_first,
-            "aws_sample_over_koe_first_audio": strategies["aws_sample"]["first_audio_s"]["median"]
-            / koe_first,
-        },
+        "ratios": ratios,
         "timelines": {name: traces[-1].timeline() for name, traces in runs.items()},
     }
     return result, {name: traces[-1] for name, traces in runs.items()}
@@ -223,7 +234,8 @@ async def _serve_and_measure(
 ) -> dict[str, TurnTrace]:
     with _progress() as steps:
         with in_process_server(settings, speech) if config.url is None else _remote(config.url) as url:
-            agent, traces = await _agent(config, url, steps)
+            with _windowed_server(config, settings, speech) as windowed_url:
+                agent, traces = await _agent(config, url, windowed_url, steps)
             report["scenarios"]["agent"] = agent
             report["scenarios"]["peer"] = await _peer(config, url, kokoro, steps)
             report["scenarios"]["barge_in"] = await _barge_in(config, url, steps)
@@ -231,6 +243,19 @@ async def _serve_and_measure(
         report["rss_mb"]["after_server_scenarios"] = engine.rss_mb()
         report["scenarios"]["engine"] = await asyncio.to_thread(_engine, config, speech, kokoro, steps)
     return traces
+
+
+@contextmanager
+def _windowed_server(config: BenchConfig, settings: Settings, speech: Speech) -> Iterator[str | None]:
+    """A second in-process server with windowed decoding, its voice calibrated first; ``None`` for a remote
+    target or an engine that cannot window."""
+    decoder = window_decoder(speech)
+    if config.url is not None or decoder is None:
+        yield None
+        return
+    decoder.calibration.calibrate(speech.voices.resolve(config.voice))
+    with in_process_server(replace(settings, windowed=True), speech) as url:
+        yield url
 
 
 @contextmanager

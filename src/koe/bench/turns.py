@@ -204,9 +204,12 @@ async def aws_sample_turn(base_url: str, answer: str, pace: ReplayPace, voice: s
     return trace
 
 
-async def koe_turn(base_url: str, answer: str, pace: ReplayPace | None, voice: str) -> TurnTrace:
-    """``append`` per token and ``flush``; ``pace=None`` appends the whole answer at once."""
-    trace = TurnTrace("koe")
+async def koe_turn(
+    base_url: str, answer: str, pace: ReplayPace | None, voice: str, *, strategy: str = "koe"
+) -> TurnTrace:
+    """``append`` per token and ``flush``; ``pace=None`` appends the whole answer at once. ``strategy``
+    names the trace (the same client against a server with other settings)."""
+    trace = TurnTrace(strategy)
     client = await StreamClient.connect(stream_url(base_url, voice=voice))
     try:
         clock = _Clock()

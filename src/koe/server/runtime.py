@@ -17,6 +17,7 @@ from koe.errors import OverloadedError
 from koe.scheduler.deadline import CostModel, CostTracker
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
+from koe.server.segment_job import window_decoder
 from koe.settings import Settings
 from koe.speech import Speech, SpeechOptions
 
@@ -75,6 +76,8 @@ class Runtime:
                 warmup=False,
             )
         )
+        if self.settings.windowed and window_decoder(speech) is None:
+            logger.warning("windowed decoding needs the ONNX engine's stage cut: segments decode whole")
         cost = self._warm_up(speech) if self.settings.warmup else CostModel()
         logger.info("ready in %.1f s: %s", time.perf_counter() - started, cost)
         return Loaded(speech, CostTracker(cost))

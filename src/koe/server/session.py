@@ -40,7 +40,8 @@ from koe.server.protocol import (
     parse_query,
 )
 from koe.server.runtime import Loaded, Runtime
-from koe.server.synthesis import SegmentStream, resolve_voice
+from koe.server.segment_job import resolve_voice
+from koe.server.synthesis import SegmentStream
 from koe.server.turn import Turn
 from koe.text.segment import Segmenter
 from koe.types import SAMPLE_RATE
@@ -238,6 +239,7 @@ class Session:
             self._clock,
             Segmenter(),
             lookahead=self._settings.segments_ahead,
+            windowed=self._settings.windowed,
         )
         turn = Turn(
             self._next_turn,

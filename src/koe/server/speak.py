@@ -1,7 +1,8 @@
 """An HTTP speech response: streamed segment by segment as synthesized, or one complete file.
 
 With ``timestamps`` the words come too: a ``speech.words`` event before each segment's audio events
-(SSE), or one JSON body holding the whole file in base64 and every word (docs/api.md).
+(SSE), or one JSON body holding the whole file in base64 and every word (docs/api.md). With windowed
+decoding a streamed segment's audio comes in parts as they are decoded; a complete file is decoded whole.
 
 Admission, voice and the first job's place in the queue are all settled before the status line is sent,
 so a refusal is a proper 503/400 rather than a broken stream. A streamed body holds its request slot
@@ -28,7 +29,8 @@ from koe.errors import KoeError
 from koe.scheduler.deadline import PlaybackClock
 from koe.server.requests import SpeechRequest
 from koe.server.runtime import Runtime
-from koe.server.synthesis import SegmentStream, Synthesized, resolve_voice
+from koe.server.segment_job import Synthesized, resolve_voice
+from koe.server.synthesis import SegmentStream
 from koe.server.tally import Tally
 from koe.server.words import SpokenWord
 from koe.text.segment import Segmenter
@@ -64,6 +66,7 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float) 
             PlaybackClock(),
             Segmenter(),
             lookahead=runtime.settings.segments_ahead,
+            windowed=runtime.settings.windowed and not _is_whole(request),
         )
         stream.add(request.text)
         stream.finish()
@@ -74,13 +77,18 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float) 
     held.callback(stream.close)
     tally = Tally()
     held.callback(_log_request, request, tally, received_at)
-    if not request.stream or (request.timestamps and not request.sse):
+    if _is_whole(request):
         with held:
             return await _whole(runtime, stream, request, tally)
     chunks = _chunks(runtime, stream, request, received_at, tally)
     if request.sse:
         return _HeldStreamingResponse(_sse(chunks, request.timestamps), held.close, "text/event-stream")
     return _HeldStreamingResponse(_audio(chunks), held.close, content_type(request.format))
+
+
+def _is_whole(request: SpeechRequest) -> bool:
+    """One complete body: nothing is heard before the end, so windows would only add work."""
+    return not request.stream or (request.timestamps and not request.sse)
 
 
 def _log_request(request: SpeechRequest, tally: Tally, received_at: float) -> None:
@@ -90,7 +98,7 @@ def _log_request(request: SpeechRequest, tally: Tally, received_at: float) -> No
 
 
 async def _segments(runtime: Runtime, stream: SegmentStream, tally: Tally) -> AsyncIterator[Synthesized]:
-    """Each synthesized segment with audio; a segment that fails is logged and skipped."""
+    """Each part of a synthesized segment with audio; a segment that fails is logged and skipped."""
     while True:
         try:
             item = await stream.next()
@@ -101,18 +109,18 @@ async def _segments(runtime: Runtime, stream: SegmentStream, tally: Tally) -> As
         if item is None:
             tally.outcome = "completed"
             return
-        duration = len(item.audio) / SAMPLE_RATE
-        runtime.metrics.observe_synthesis(item.took_s, duration)
-        tally.add(item.took_s, duration)
-        if duration:
+        if item.last:
+            runtime.metrics.observe_synthesis(item.took_s, item.end_s)
+            tally.add(item.took_s, item.end_s)
+        if item.audio.size:
             yield item
 
 
 async def _chunks(
     runtime: Runtime, stream: SegmentStream, request: SpeechRequest, received_at: float, tally: Tally
 ) -> AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]:
-    """Each segment's encoded audio (may be empty: encoders buffer) with its words, in seconds from the
-    response's first sample; then the encoder's tail."""
+    """Each part's encoded audio (may be empty: encoders buffer) with its segment's words (with the first
+    part), in seconds from the response's first sample; then the encoder's tail."""
     encoder = StreamEncoder(request.format, request.sample_rate)
     first = True
     offset_s = 0.0
@@ -122,6 +130,7 @@ async def _chunks(
         stream.clock.delivered(duration)
         if first:
             runtime.metrics.time_to_first_audio.labels("http").observe(time.monotonic() - received_at)
+            tally.audio_sent()
             first = False
         yield tuple(word.shifted(offset_s) for word in item.words), data
         offset_s += duration
@@ -160,7 +169,8 @@ async def _whole(runtime: Runtime, stream: SegmentStream, request: SpeechRequest
         pieces.append(item.audio)
         words += (word.shifted(duration) for word in item.words)
         duration += len(item.audio) / SAMPLE_RATE
-        inference_s += item.took_s
+        if item.last:
+            inference_s += item.took_s
     audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
     duration = len(audio) / SAMPLE_RATE
     body = encode_whole(audio, request.format, request.sample_rate)

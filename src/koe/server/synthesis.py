@@ -4,32 +4,39 @@ Text is cut as late as possible: a segment is cut only when the scheduler has ro
 segmenter has been told how much text fits in the time the listener's queued audio buys (short first
 segments, longer ones as audio accumulates). WebSocket turns and HTTP requests both use this.
 
-A job streams its segment from the engine (:func:`koe.engine.streaming.stream`): the segment's timing
-comes first and gives its word timings, then the audio. A cancelled job stops between those steps (after
-stage A, before the vocoder), though its result is discarded either way.
+A job (:class:`~koe.server.segment_job.SegmentJob`) streams its segment from the engine: the segment's
+timing comes first and gives its word timings, then the audio. A cancelled job stops between those steps
+(after stage A, before the vocoder), though its result is discarded either way.
+
+With windowed decoding (``Settings.windowed``) a segment is a chain of jobs, each one bounded step of the
+engine's stream (docs/engine.md, "Streaming decoder"): the first does G2P, stage A and the leading
+silence, each later one a vocoder window, due when the listener would run out of audio (the audio before
+it in the listener's queue); the window's size follows that queue too. So windows of every session
+interleave by deadline, a long segment never holds a worker for long, and its audio goes out in parts as
+they are decoded. Segment lengths are then not limited to what can be synthesized before the listener runs
+out: a window, not a segment, is what must finish in time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
-import numpy as np
-
-from koe.engine.base import SynthesisRequest
-from koe.engine.streaming import stream
-from koe.engine.timing import SegmentTiming
+from koe.errors import OverloadedError
 from koe.scheduler.deadline import CostTracker, PlaybackClock
 from koe.scheduler.queue import Scheduler
-from koe.server.words import SpokenWord, written_words
+from koe.server.segment_job import SegmentJob, Synthesized, Voice
 from koe.speech import Speech
 from koe.text.segment import Segment, Segmenter
-from koe.types import SAMPLE_RATE, Audio, StyleTable
+from koe.types import SAMPLE_RATE
+
+logger = logging.getLogger(__name__)
 
 #: The segmenter is fed a word at a time, so each cut sees the hint set just before it.
 _WORD = re.compile(r"\S*\s*")
@@ -40,70 +47,36 @@ MIN_HINT_CHARS = 40
 _COMPACT_AT_CHARS = 4096
 
 
-@dataclass(frozen=True, slots=True)
-class Voice:
-    """A resolved voice for one turn: the style table is looked up once, not per segment."""
+@dataclass(slots=True)
+class SegmentProgress:
+    """Where one segment's audio stands: its estimated length, its samples produced and handed out."""
 
-    spec: str
-    style: StyleTable
-    lang: str
-    speed: float
+    estimate_s: float
+    produced: int = 0  # samples in finished parts
+    handed: int = 0  # samples handed out to the listener's side
 
+    def undelivered_s(self) -> float:
+        """Audio produced and not yet handed out."""
+        return (self.produced - self.handed) / SAMPLE_RATE
 
-def resolve_voice(speech: Speech, spec: str, speed: float, lang: str | None) -> Voice:
-    """Raises ``VoiceError`` (listing the valid names) for an unknown voice or a malformed blend."""
-    return Voice(spec, speech.voices.resolve(spec), lang or speech.voices.lang_of(spec), speed)
-
-
-@dataclass(frozen=True, slots=True)
-class Synthesized:
-    """A segment's audio and its words (seconds from the segment's first sample; empty when the engine
-    gives no timings)."""
-
-    segment: Segment
-    audio: Audio
-    took_s: float
-    words: tuple[SpokenWord, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Result:
-    audio: Audio
-    words: tuple[SpokenWord, ...]
-    took_s: float
-
-
-def _synthesize(speech: Speech, segment: Segment, voice: Voice, cancel: threading.Event) -> _Result:
-    """The worker-thread job: G2P and inference for one segment (blocking); stops early once ``cancel``
-    is set (its result is discarded then)."""
-    started = time.perf_counter()
-    audio: list[Audio] = []
-    words: list[SpokenWord] = []
-    samples = 0
-    for piece in speech.phonemize_words(segment.spoken_text, voice.lang):
-        request = SynthesisRequest(piece.phonemes, voice.style, voice.speed)
-        for event in stream(speech.engine, request, cancel=cancel):
-            if isinstance(event, SegmentTiming):
-                words += written_words(segment, event.words(piece.words), samples / SAMPLE_RATE)
-            else:
-                audio.append(event.audio)
-        samples = sum(len(a) for a in audio)
-    whole = np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)
-    return _Result(whole, tuple(words), time.perf_counter() - started)
-
-
-def _stop_if_cancelled(cancel: threading.Event, future: asyncio.Future[_Result]) -> None:
-    """However the future is cancelled (``close``, or the awaiting task), a running job stops at its next
-    step; the scheduler discards its result anyway."""
-    if future.cancelled():
-        cancel.set()
+    def pending_s(self) -> float:
+        """Audio still to be handed out: the estimate until a part is (as a whole segment always counted),
+        then the estimate less what was, but never less than what waits."""
+        if not self.handed:
+            return self.estimate_s
+        return max(self.estimate_s - self.handed / SAMPLE_RATE, self.undelivered_s())
 
 
 @dataclass(slots=True)
 class _InFlight:
-    segment: Segment
-    future: asyncio.Future[_Result]
-    estimate_s: float
+    """A segment on its way: its synthesis, the job running or queued now, parts not yet handed out."""
+
+    work: SegmentJob
+    progress: SegmentProgress
+    cancel: threading.Event
+    job: asyncio.Future[Synthesized] | None = None
+    ready: deque[Synthesized] = field(default_factory=deque)
+    error: BaseException | None = None
 
 
 class SegmentStream:
@@ -112,11 +85,12 @@ class SegmentStream:
     Args:
         speech: the loaded model.
         scheduler: where jobs run; the first job of the stream goes through admission control.
-        cost: how long synthesis takes (for deadlines and segment-length hints); fed with each job.
+        cost: how long synthesis takes (for deadlines and segment-length hints); fed with each segment.
         voice: the turn's voice.
         clock: the listener's playback clock (shared by a session's turns).
         segmenter: a fresh segmenter for this turn.
         lookahead: segments queued or running at once.
+        windowed: each segment a chain of one-window jobs, its audio in parts (where the engine can).
     """
 
     def __init__(
@@ -129,6 +103,7 @@ class SegmentStream:
         segmenter: Segmenter,
         *,
         lookahead: int,
+        windowed: bool = False,
     ) -> None:
         self._speech = speech
         self._scheduler = scheduler
@@ -137,11 +112,12 @@ class SegmentStream:
         self.clock = clock
         self._segmenter = segmenter
         self._lookahead = lookahead
+        self._windowed = windowed
         self._buffer = ""
         self._fed = 0
         self._cut: deque[Segment] = deque()
         self._in_flight: deque[_InFlight] = deque()
-        self._pending_audio_s = 0.0
+        self._undelivered = 0  # samples produced and not yet handed out
         self._finishing = False
         self._flushed = False
         self._admitted = False
@@ -166,35 +142,83 @@ class SegmentStream:
         self._fill()
 
     async def next(self) -> Synthesized | None:
-        """The next segment's audio, in order; ``None`` once the finished turn is spoken.
+        """The next part of a segment, in order; ``None`` once the finished turn is spoken.
 
-        Raises whatever its job raised (``SynthesisError``...) with that segment skipped, and
-        ``OverloadedError`` when admission refuses the turn's first segment. Cancelling is safe: the
-        awaited job is dropped or its result discarded; call :meth:`close` for the others.
+        Raises whatever a job raised (``SynthesisError``...) with the rest of that segment skipped, and
+        ``OverloadedError`` when admission refuses the turn's first segment. Cancelling is safe: jobs keep
+        their place; call :meth:`close` to drop them.
         """
         while True:
             self._fill()
             if self._in_flight:
                 head = self._in_flight[0]
-                try:
-                    result = await head.future
-                finally:
-                    if head.future.done():
-                        self._in_flight.popleft()
-                        self._pending_audio_s -= head.estimate_s
-                audio_s = len(result.audio) / SAMPLE_RATE
-                self._cost.observe(len(head.segment.spoken_text), audio_s, result.took_s)
-                return Synthesized(head.segment, result.audio, result.took_s, result.words)
-            if self._flushed and not self._cut:
+                if head.ready:
+                    return self._hand_out(head, head.ready.popleft())
+                if head.error is not None:
+                    self._in_flight.popleft()
+                    raise head.error
+            elif self._flushed and not self._cut:
                 return None
             self._changed.clear()
             await self._changed.wait()
 
     def close(self) -> None:
-        """Cancel every queued or running job of this turn; idempotent."""
+        """Cancel every queued or running job of this turn and drop its unsent parts; idempotent."""
         for item in self._in_flight:
-            item.future.cancel()
+            item.cancel.set()
+            if item.job is not None:
+                item.job.cancel()
         self._in_flight.clear()
+        self._undelivered = 0
+
+    def _hand_out(self, head: _InFlight, part: Synthesized) -> Synthesized:
+        head.progress.handed += part.audio.size
+        self._undelivered -= part.audio.size
+        if part.last:
+            self._in_flight.popleft()
+            self._cost.observe(len(part.segment.spoken_text), part.end_s, part.took_s)
+        return part
+
+    def _buffered_s(self) -> float:
+        """The listener's audio in hand or on its way (called from worker threads: reads only)."""
+        return self.clock.ahead_s() + self._undelivered / SAMPLE_RATE
+
+    def _pending_s(self, before: _InFlight | None = None) -> float:
+        """Audio on its way to the listener ahead of ``before`` (of every segment in flight if ``None``)."""
+        total = 0.0
+        for item in self._in_flight:
+            if item is before:
+                break
+            total += item.progress.pending_s()
+        return total
+
+    def _submit(self, item: _InFlight, *, deadline: float, cost_s: float, admit: bool) -> None:
+        job = self._scheduler.submit(item.work.step, deadline=deadline, cost_s=cost_s, admit=admit)
+        job.add_done_callback(partial(self._part_done, item))
+        item.job = job
+
+    def _part_done(self, item: _InFlight, job: asyncio.Future[Synthesized]) -> None:
+        """A job ended (on the loop): keep its part and queue the segment's next step, or keep its error."""
+        if job.cancelled():
+            return
+        error = job.exception()
+        if item.cancel.is_set():  # closed while the job's result was on its way
+            if error is not None:
+                logger.warning("a job of a closed turn failed", exc_info=error)
+            return
+        if error is None:
+            part = job.result()
+            item.ready.append(part)
+            item.progress.produced += part.audio.size
+            self._undelivered += part.audio.size
+            if not part.last:
+                deadline = self.clock.deadline(self._pending_s(before=item) + item.progress.undelivered_s())
+                try:
+                    self._submit(item, deadline=deadline, cost_s=item.work.next_cost_s(), admit=False)
+                except OverloadedError as exc:  # only when the scheduler is shutting down
+                    error = exc
+        item.error = error
+        self._changed.set()
 
     def _fill(self) -> None:
         while len(self._in_flight) < self._lookahead:
@@ -204,22 +228,24 @@ class SegmentStream:
             cost = self._cost.model
             estimate = cost.audio_s(len(segment.spoken_text), self.voice.speed)
             cancel = threading.Event()
-            future = self._scheduler.submit(
-                partial(_synthesize, self._speech, segment, self.voice, cancel),
-                deadline=self.clock.deadline(self._pending_audio_s),
+            buffered_s = self._buffered_s if self._windowed else None
+            job = SegmentJob(self._speech, segment, self.voice, cancel, buffered_s)
+            item = _InFlight(job, SegmentProgress(estimate), cancel)
+            self._submit(
+                item,
+                deadline=self.clock.deadline(self._pending_s()),
                 cost_s=cost.synthesis_s(estimate),
                 admit=not self._admitted,
             )
             self._admitted = True
-            future.add_done_callback(partial(_stop_if_cancelled, cancel))
-            self._in_flight.append(_InFlight(segment, future, estimate))
-            self._pending_audio_s += estimate
+            self._in_flight.append(item)
 
     def _cut_one(self) -> Segment | None:
         if not self._cut:
-            budget_s = self.clock.ahead_s() + self._pending_audio_s
-            hint = max(MIN_HINT_CHARS, self._cost.model.chars_within(budget_s, self.voice.speed))
-            self._segmenter.set_next_limit(hint)
+            if not self._windowed:  # windowed, a segment of any length starts as soon as a short one
+                budget_s = self.clock.ahead_s() + self._pending_s()
+                hint = max(MIN_HINT_CHARS, self._cost.model.chars_within(budget_s, self.voice.speed))
+                self._segmenter.set_next_limit(hint)
             while not self._cut and self._fed < len(self._buffer):
                 word = _WORD.match(self._buffer, self._fed)
                 assert word is not None  # the pattern matches at least one character before the end

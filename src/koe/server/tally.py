@@ -24,8 +24,12 @@ class Tally:
         if audio_s > 0:
             self.segments += 1
             self.audio_s += audio_s
-            if self.first_audio_at is None:
-                self.first_audio_at = time.monotonic()
+            self.audio_sent()
+
+    def audio_sent(self) -> None:
+        """Audio went out; the first time is the first audio (with windows, before its segment ends)."""
+        if self.first_audio_at is None:
+            self.first_audio_at = time.monotonic()
 
     def fields(self, started_at: float | None) -> dict[str, object]:
         """The log fields; ``first_audio_ms`` counts from ``started_at`` (``None`` when either is unknown)."""

@@ -31,8 +31,10 @@ from koe.server.protocol import (
     Words,
     encode,
 )
+from koe.server.segment_job import Synthesized
 from koe.server.synthesis import SegmentStream
 from koe.server.tally import Tally
+from koe.text.segment import Segment
 from koe.types import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class Turn:
         self._frame_s = frame_s
         self._report = report
         self._opened_at = time.monotonic()
+        self._segment: Segment | None = None  # the segment being sent (or last sent)
         #: koe clients get ``words`` unless they turned them off; other dialects only when they ask
         self.sends_words = options.words if options.words is not None else opened_by is Dialect.KOE
 
@@ -126,7 +129,8 @@ class Turn:
         encoder = StreamEncoder(self.fmt, self.sample_rate)
         if self.opened_by is Dialect.AWS and self.request_id is not None:
             self._send(SynthesisStart(self.request_id))
-        total_s = 0.0
+        total_s = 0.0  # the turn's audio before the current segment
+        sent_s = 0.0  # the current segment's audio sent so far (it may come in parts)
         first_audio_at: float | None = None
         while True:
             try:
@@ -134,36 +138,51 @@ class Turn:
             except OverloadedError:
                 raise
             except KoeError as exc:  # one segment failed (bad G2P input...): say so, speak the rest
+                if sent_s:  # it failed after some of its audio went out: it ends there
+                    self._end_segment(sent_s)
+                    total_s, sent_s = total_s + sent_s, 0.0
                 self._report(exc)
                 continue
             if item is None:
                 break
+            if item.last:
+                self._metrics.observe_synthesis(item.took_s, item.end_s)
+                self.tally.add(item.took_s, item.end_s)
             duration = len(item.audio) / SAMPLE_RATE
-            self._metrics.observe_synthesis(item.took_s, duration)
-            self.tally.add(item.took_s, duration)
-            if duration == 0:
-                continue  # nothing speakable in this segment
-            segment = item.segment
-            if self.opened_by is Dialect.KOE:
-                self._send(SegmentStart(self.number, segment.index, segment.text, segment.source_span))
-            if self.sends_words and item.words:
-                self._send(Words(self.number, segment.index, tuple(w.shifted(total_s) for w in item.words)))
-            self._audio(encoder.encode(item.audio))
-            self._clock.delivered(duration)
-            if first_audio_at is None:
-                first_audio_at = time.monotonic()
-                if self.stream.first_cut_at is not None:
-                    self._metrics.time_to_first_audio.labels("ws").observe(
-                        first_audio_at - self.stream.first_cut_at
-                    )
-            if self.opened_by is Dialect.KOE:
-                self._send(SegmentEnd(self.number, segment.index, round(duration, 3)))
-            total_s += duration
-            await self._outbox.room()
+            if duration:
+                if item.first:
+                    self._start_segment(item, total_s)
+                self._audio(encoder.encode(item.audio))
+                self._clock.delivered(duration)
+                sent_s += duration
+                if first_audio_at is None:
+                    first_audio_at = time.monotonic()
+                    self.tally.audio_sent()
+                    if self.stream.first_cut_at is not None:
+                        self._metrics.time_to_first_audio.labels("ws").observe(
+                            first_audio_at - self.stream.first_cut_at
+                        )
+            if item.last and sent_s:  # a segment with nothing speakable sends nothing at all
+                self._end_segment(item.end_s)
+                total_s, sent_s = total_s + item.end_s, 0.0
+            if duration:
+                await self._outbox.room()
         self._audio(encoder.finish())
         self._send(self._end_message(total_s, first_audio_at))
         self._metrics.turns.labels("flushed").inc()
         self.tally.outcome = "flushed"
+
+    def _start_segment(self, part: Synthesized, offset_s: float) -> None:
+        """What goes before a segment's audio; its words are shifted to the turn's first sample."""
+        segment = self._segment = part.segment
+        if self.opened_by is Dialect.KOE:
+            self._send(SegmentStart(self.number, segment.index, segment.text, segment.source_span))
+        if self.sends_words and part.words:
+            self._send(Words(self.number, segment.index, tuple(w.shifted(offset_s) for w in part.words)))
+
+    def _end_segment(self, duration_s: float) -> None:
+        if self.opened_by is Dialect.KOE and self._segment is not None:
+            self._send(SegmentEnd(self.number, self._segment.index, round(duration_s, 3)))
 
     def _end_message(self, total_s: float, first_audio_at: float | None) -> ServerMessage:
         if self.opened_by is Dialect.AWS and self.request_id is not None:

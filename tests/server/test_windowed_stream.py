@@ -1,0 +1,199 @@
+"""Windowed decoding in the server (``Settings.windowed``): a segment is a chain of one-window jobs whose
+audio goes out in parts, interleaved with other sessions' jobs by deadline, and cancelled within a window.
+
+The server shares the test session's model and has one worker, so that one session's long segment could
+only hold back another session's first audio if it ran as one job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from koe.engine.base import SynthesisRequest
+from koe.engine.onnx import OnnxEngine
+from koe.engine.timing import SegmentTiming
+from koe.scheduler.queue import SchedulerStats
+from koe.speech import Speech
+from koe.text.segment import Segmenter
+from live_checks import wait_for
+from live_server import LiveServer, ServerFactory
+from ws_events import WAIT_S, Event, audio, messages, of_type, receive, run, send, shape, until
+
+pytestmark = [pytest.mark.slow]
+
+VOICE = "af_heart"
+#: 26 words and no comma: the first segment of a turn ends at a sentence end or a comma, so this is one.
+LONG = (
+    "Please call Stella and ask her to bring these things with her from the store because we will need "
+    "them for the party on Saturday night."
+)
+#: Two segments, each long enough to be windowed (shorter ones decode whole: MIN_WINDOWED_FRAMES).
+TWO_SENTENCES = (
+    "Please call Stella and ask her to bring these things with her. "
+    "She can scoop these things into three red bags for us."
+)
+PCM_BYTES_PER_S = 24_000 * 2
+
+
+@pytest.fixture(scope="module")
+def windowed_server(speech: Speech, serve_app: ServerFactory) -> Iterator[LiveServer]:
+    """A one-worker server with windowed decoding, its voice calibrated first (else the voice's first
+    windowed segments decode whole while calibration runs in the background)."""
+    assert isinstance(speech.engine, OnnxEngine) and speech.engine.streaming is not None
+    speech.engine.streaming.calibration.calibrate(speech.voices.resolve(VOICE))
+    with serve_app(windowed=True, workers=1, default_voice=VOICE) as live:
+        yield live
+
+
+def _stats(live: LiveServer) -> SchedulerStats:
+    return live.call(lambda: live.runtime.scheduler.stats)
+
+
+def _whole_samples(speech: Speech, text: str) -> int:
+    """The samples of ``text`` decoded whole, from stage A's durations (exactly the decode's length)."""
+    segmenter = Segmenter()
+    (segment,) = [*segmenter.feed(text), *segmenter.flush()]
+    assert isinstance(speech.engine, OnnxEngine) and speech.engine.streaming is not None
+    total = 0
+    for piece in speech.phonemize_words(segment.spoken_text):
+        request = SynthesisRequest(piece.phonemes, speech.voices.resolve(VOICE), 1.0)
+        timing = next(speech.engine.streaming.stream(request))
+        assert isinstance(timing, SegmentTiming)
+        total += timing.samples
+    return total
+
+
+def _wait_idle(live: LiveServer) -> SchedulerStats:
+    wait_for(lambda: not _stats(live).running and not _stats(live).queued, "the scheduler to be idle")
+    return _stats(live)
+
+
+async def _first_audio(ws: ClientConnection) -> list[Event]:
+    """Events up to and including the first audio frame."""
+    events: list[Event] = []
+    while not events or not isinstance(events[-1], bytes):
+        events.append(await receive(ws))
+    return events
+
+
+def test_a_long_segment_goes_out_in_parts_as_long_as_its_whole_decode(
+    windowed_server: LiveServer, speech: Speech
+) -> None:
+    async def main() -> list[Event]:
+        async with connect(windowed_server.ws_url + "/v1/stream") as ws:
+            await send(ws, {"type": "append", "text": LONG})
+            await send(ws, {"type": "flush"})
+            return await until(ws, of_type("flushed"))
+
+    before = _stats(windowed_server)
+    events = run(main)
+    jobs = _stats(windowed_server).completed - before.completed
+    assert shape(events) == ["segment", "words", "audio", "segment_end", "flushed"]
+    segment, words, end, flushed = messages(events)
+    assert segment["text"] == LONG
+    assert len(words["words"]) == len(LONG.split())
+    samples = len(audio(events)) // 2
+    assert samples == _whole_samples(speech, LONG)
+    assert end["duration_s"] == round(samples / 24_000, 3) == flushed["audio_s"]
+    assert jobs >= 3  # G2P, stage A and the leading silence; then at least two windows
+
+
+def test_a_cancel_in_a_long_segment_stops_it_within_a_window_and_the_session_goes_on(
+    windowed_server: LiveServer, speech: Speech
+) -> None:
+    async def main() -> tuple[list[Event], SchedulerStats, SchedulerStats, list[Event]]:
+        async with connect(windowed_server.ws_url + "/v1/stream") as ws:
+            await send(ws, {"type": "append", "text": LONG})
+            await send(ws, {"type": "flush"})
+            heard = await _first_audio(ws)
+            await send(ws, {"type": "cancel"})
+            heard += await until(ws, of_type("cancelled"))
+            at_cancel = _stats(windowed_server)
+            idle = await asyncio.to_thread(_wait_idle, windowed_server)
+            await send(ws, {"type": "append", "text": "Still here."})
+            await send(ws, {"type": "flush"})
+            return heard, at_cancel, idle, await until(ws, of_type("flushed"))
+
+    heard, at_cancel, idle, after = run(main)
+    assert len(audio(heard)) // 2 < _whole_samples(speech, LONG)
+    # nothing of the cancelled segment completed after the cancel: at most its window in progress ran
+    # on and was thrown away, and no further window was queued
+    assert idle.completed == at_cancel.completed
+    assert (idle.discarded + idle.dropped) - (at_cancel.discarded + at_cancel.dropped) <= 1
+    assert shape(after) == ["segment", "words", "audio", "segment_end", "flushed"]  # no stale audio first
+    assert messages(after)[-1]["turn"] == 1 and messages(after)[-1]["audio_s"] > 0.3
+
+
+def test_another_sessions_first_audio_comes_between_the_windows_of_a_long_segment(
+    windowed_server: LiveServer,
+) -> None:
+    order: list[str] = []
+
+    async def listen(ws: ClientConnection, name: str) -> None:
+        while True:
+            event = await receive(ws)
+            if isinstance(event, bytes):
+                if f"{name} audio" not in order:
+                    order.append(f"{name} audio")
+            elif event["type"] == "segment_end":
+                order.append(f"{name} segment_end")
+            elif event["type"] == "flushed":
+                return
+
+    async def main() -> None:
+        async with (
+            connect(windowed_server.ws_url + "/v1/stream") as first,
+            connect(windowed_server.ws_url + "/v1/stream") as second,
+        ):
+            await send(first, {"type": "append", "text": LONG})
+            await send(first, {"type": "flush"})
+            await _first_audio(first)  # the long segment is being decoded now, on the only worker
+            order.append("first audio")
+            await send(second, {"type": "append", "text": "Hi there."})
+            await send(second, {"type": "flush"})
+            async with asyncio.timeout(WAIT_S):
+                await asyncio.gather(listen(first, "first"), listen(second, "second"))
+
+    run(main)
+    assert order.index("second audio") < order.index("first segment_end")
+
+
+def test_streamed_http_speech_comes_in_parts_with_words_on_the_response_clock(
+    windowed_server: LiveServer,
+) -> None:
+    text = TWO_SENTENCES
+    body = {
+        "model": "kokoro",
+        "input": text,
+        "voice": VOICE,
+        "response_format": "pcm",
+        "stream_format": "sse",
+        "timestamps": True,
+    }
+    response = httpx.post(windowed_server.http_url + "/v1/audio/speech", json=body, timeout=WAIT_S)
+    assert response.status_code == 200
+    events: list[dict[str, Any]] = [
+        json.loads(block.removeprefix("data: ")) for block in response.text.split("\n\n") if block
+    ]
+    assert events[-1] == {"type": "speech.audio.done"}
+    kinds = [e["type"] for e in events[:-1]]
+    # one words event per segment, then that segment's audio in more than one part
+    assert kinds[0] == "speech.words" and kinds.count("speech.words") == 2
+    second = kinds.index("speech.words", 1)
+    assert kinds[1:second].count("speech.audio.delta") >= 2
+    assert kinds[second + 1 :].count("speech.audio.delta") >= 2
+    offset_s = sum(len(base64.b64decode(e["audio"])) for e in events[1:second]) / PCM_BYTES_PER_S
+    total_s = sum(len(base64.b64decode(e["audio"])) for e in events[:-1] if "audio" in e) / PCM_BYTES_PER_S
+    first_words, second_words = events[0]["words"], events[second]["words"]
+    assert [w["word"] for w in first_words + second_words] == re.findall(r"[A-Za-z]+", text)
+    assert first_words[-1]["end_s"] <= offset_s <= second_words[0]["start_s"]
+    assert second_words[-1]["end_s"] <= total_s
