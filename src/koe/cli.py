@@ -1,7 +1,8 @@
-"""The ``koe`` command: the only place that parses arguments, configures logging, or exits.
+"""The ``koe`` command: the only place that configures logging or exits.
 
-Each subcommand has a ``_register_<name>`` function that adds its parser and sets its handler. Heavy
-imports (ONNX Runtime, spaCy) happen inside handlers so that ``koe --help`` stays instant.
+Each subcommand has a ``_register_<name>`` function that adds its parser and sets its handler; the
+measuring commands (``bench``, ``soak``) register from :mod:`koe.bench.commands`. Heavy imports (ONNX
+Runtime, spaCy) happen inside handlers so that ``koe --help`` stays instant.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from koe.bench.commands import register_bench, register_soak
 from koe.errors import KoeError
 from koe.logs import JsonFormatter, RedactSecrets, TextFormatter
 
@@ -215,90 +217,6 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- koe bench -----------------------------------------------------------------------------------------
-
-_PIPED_WIDTH = 120
-
-
-def _register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "bench", help="time to first audio, gaps, barge-in and capacity: koe vs its baselines"
-    )
-    parser.add_argument("--quick", action="store_true", help="short smoke run (short text, 1 repeat, N ≤ 2)")
-    parser.add_argument("--url", help="a running koe server (default: start one in this process)")
-    parser.add_argument("-o", "--out", type=Path, default=Path("bench-results"), help="JSON and PNG folder")
-    parser.add_argument("--repeats", type=int, help="runs per strategy (default 5, quick 1)")
-    parser.add_argument("--max-sessions", type=int, help="largest capacity level (default 8, quick 2)")
-    parser.add_argument("--tokens-per-s", type=float, help="simulated LLM rate (default 30)")
-    parser.add_argument(
-        "--first-token-delay", type=float, help="simulated LLM first-token delay (default 0.3 s)"
-    )
-    parser.add_argument("--ttfa-threshold", type=float, help="capacity: most s from first sentence to audio")
-    parser.set_defaults(handler=_run_bench)
-
-
-def _run_bench(args: argparse.Namespace) -> int:
-    from koe.agent.replay import ReplayPace
-    from koe.bench import report
-    from koe.bench.config import BenchConfig
-    from koe.bench.run import run
-
-    pace = None
-    if args.tokens_per_s is not None or args.first_token_delay is not None:
-        default = ReplayPace()
-        pace = ReplayPace(
-            args.tokens_per_s if args.tokens_per_s is not None else default.tokens_per_s,
-            args.first_token_delay if args.first_token_delay is not None else default.first_token_delay_s,
-        )
-    config = BenchConfig.for_run(
-        args.out,
-        quick=args.quick,
-        url=args.url,
-        pace=pace,
-        repeats=args.repeats,
-        max_sessions=args.max_sessions,
-        ttfa_threshold_s=args.ttfa_threshold,
-    )
-    results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
-    paths = report.write(results, traces, config.out)
-    # piped output gets wide tables rather than 80 columns of wrapped cells
-    report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
-    _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
-    return 0
-
-
-# --- koe soak -----------------------------------------------------------------------------------------
-
-
-def _register_soak(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "soak", help="mixed clients for minutes against a server; reports its memory growth and errors"
-    )
-    parser.add_argument("--minutes", type=float, default=10.0, help="how long the clients run (default 10)")
-    parser.add_argument("--clients", type=int, default=3, help="concurrent clients (default 3)")
-    parser.add_argument("--url", help="a running koe server (default: start `koe serve` as a subprocess)")
-    parser.add_argument("--pid", type=int, help="the process id of the server at --url, for its memory")
-    parser.add_argument("-o", "--out", type=Path, help="also write the report as JSON here")
-    parser.set_defaults(handler=_run_soak)
-
-
-def _run_soak(args: argparse.Namespace) -> int:
-    import asyncio
-    from contextlib import nullcontext
-
-    from koe.bench.soak import rss_bytes, server_process, soak
-
-    if (args.url is None) != (args.pid is None):
-        raise KoeError("--url and --pid go together (the server's memory is read from its pid)")
-    with server_process() if args.url is None else nullcontext((args.url, args.pid)) as (url, pid):
-        _stderr.print(f"soaking {url} (pid {pid}) for {args.minutes:g} min with {args.clients} clients")
-        report = asyncio.run(soak(url, args.minutes * 60, lambda: rss_bytes(pid), clients=args.clients))
-    print(report.summary())
-    if args.out is not None:
-        args.out.write_text(report.to_json())
-    return 0 if not report.server_errors and not report.client_failures else 1
-
-
 # --- koe serve ----------------------------------------------------------------------------------------
 
 
@@ -380,8 +298,8 @@ _REGISTRARS = (
     _register_voices,
     _register_install,
     _register_doctor,
-    _register_bench,
-    _register_soak,
+    register_bench,
+    register_soak,
     _register_serve,
     _register_agent,
 )

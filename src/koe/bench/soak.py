@@ -28,8 +28,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import ClientConnection, connect
 
-from koe.bench.target import LOOPBACK, wait_ready
+from koe.bench.target import wait_ready
 from koe.errors import UpstreamError
+from koe.server.background import LOOPBACK
 
 #: Short texts: the soak exercises session churn and every code path, not synthesis throughput.
 _SHORT = "Hi there, this is a short answer."

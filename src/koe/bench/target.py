@@ -1,29 +1,24 @@
 """The server the benchmark talks to: koe's app under uvicorn in this process, or one already running.
 
-In-process, the app runs with koe's own uvicorn configuration on a free loopback port, on its own event
-loop in a thread, so the benchmark's clients (on the main loop) reach it through real sockets exactly as a
-remote client would; the model it serves is the one the engine benchmarks measure.
+In-process, the app runs in the background (:mod:`koe.server.background`), so the benchmark's clients (on
+the main loop) reach it through real sockets exactly as a remote client would; the model it serves is the
+one the engine benchmarks measure.
 """
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import httpx
-import uvicorn
 
 from koe.errors import UpstreamError
 from koe.server.app import create_app
-from koe.server.serve import uvicorn_config
+from koe.server.background import serve_in_background
 from koe.settings import Settings
 from koe.speech import Speech
 
-LOOPBACK = "127.0.0.1"
 #: Model warm-up on a loaded 2-core machine takes seconds; this is never reached when healthy.
 READY_TIMEOUT_S = 300.0
 _POLL_S = 0.1
@@ -56,20 +51,7 @@ def wait_ready(
 @contextmanager
 def in_process_server(settings: Settings, speech: Speech) -> Iterator[str]:
     """Serve ``speech`` on a free loopback port until the block ends; yields the base URL once ready."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((LOOPBACK, 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn_config(create_app(settings, speech), settings, host=LOOPBACK, port=port))
-    thread = threading.Thread(
-        target=lambda: asyncio.run(server.serve(sockets=[sock])), name="koe-bench-server", daemon=True
-    )
-    thread.start()
-    base_url = f"http://{LOOPBACK}:{port}"
-    try:
-        wait_ready(base_url, alive=thread.is_alive)
-        yield base_url
-    finally:
-        server.should_exit = True  # what SIGTERM does: drain, then stop
-        thread.join(settings.shutdown_grace_s + 10)
-        sock.close()
+    app = create_app(settings, speech)
+    with serve_in_background(app, settings, stop_timeout_s=settings.shutdown_grace_s + 10) as running:
+        wait_ready(running.http_url, alive=running.thread.is_alive)
+        yield running.http_url

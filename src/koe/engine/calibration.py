@@ -120,18 +120,12 @@ class Calibration:
                 self._pending.discard(key)
 
     def _compute(self, style: StyleTable) -> ClassMoments:
-        totals: list[list[np.ndarray]] | None = None  # per norm: sums, sums of squares, counts
+        takes = []
         for phonemes, speed in CALIBRATION_SET:
             ids = tokenize(phonemes)
             row = style[len(ids) - 1]
-            front = self._stages.run_front(ids, row, speed)
-            sums = [
-                [part.astype(np.float64) for part in norm] for norm in self._stages.class_sums(front, row)
-            ]
-            totals = sums if totals is None else [
-                [a + b for a, b in zip(old, new, strict=True)] for old, new in zip(totals, sums, strict=True)
-            ]  # fmt: skip
-        assert totals is not None  # CALIBRATION_SET is a non-empty constant
+            takes.append((self._stages.run_front(ids, row, speed), row))
+        totals = self._stages.class_sums(takes)
         try:
             moments = ClassMoments.from_sums(*([norm[part] for norm in totals] for part in range(3)))
         except ValueError as exc:
