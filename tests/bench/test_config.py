@@ -14,8 +14,14 @@ from koe.errors import ConfigError
 def test_quick_run_is_short_and_full_run_uses_the_long_answer() -> None:
     quick = BenchConfig.for_run(Path("out"), quick=True)
     full = BenchConfig.for_run(Path("out"), quick=False)
-    assert (quick.answer, quick.repeats, quick.max_sessions) == (QUICK_ANSWER, 1, 2)
-    assert (full.answer, full.repeats, full.max_sessions, full.barge_ins) == (ANSWER, 5, 8, 20)
+    assert (quick.answer, quick.repeats, quick.max_sessions, quick.capacity_rounds) == (QUICK_ANSWER, 1, 2, 1)
+    assert (full.answer, full.repeats, full.max_sessions, full.barge_ins, full.capacity_rounds) == (
+        ANSWER,
+        5,
+        8,
+        20,
+        3,
+    )
 
 
 def test_overrides_win_over_the_defaults() -> None:
@@ -31,3 +37,8 @@ def test_overrides_win_over_the_defaults() -> None:
 def test_out_of_range_values_are_refused_by_name(field: str, value: float, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BenchConfig.for_run(Path("out"), quick=False, **{field: value})
+
+
+def test_capacity_needs_at_least_one_round() -> None:
+    with pytest.raises(ConfigError, match="capacity_rounds"):
+        BenchConfig(Path("out"), capacity_rounds=0)

@@ -67,6 +67,8 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
     capacity = scenarios["capacity"]
     assert [level["sessions"] for level in capacity["levels"]] in ([1], [1, 2])
     assert all(level["rtf"] > 0 for level in capacity["levels"])
+    assert capacity["rounds"] == 1 and all(level["rounds"] == 1 for level in capacity["levels"])
+    assert all(level["ok"] == (level["rounds_ok"] == 1) for level in capacity["levels"])
 
     engines = scenarios["engine"]["engines"]
     assert set(engines) == {"koe", "kokoro-onnx"}

@@ -45,6 +45,7 @@ class BenchConfig:
         repeats: runs of each strategy in the agent and peer scenarios.
         barge_ins: cancels in the barge-in scenario (p95 from 20 on).
         max_sessions: the largest capacity level tried.
+        capacity_rounds: rounds of each capacity level (it passes when most of them do).
     """
 
     out: Path
@@ -56,13 +57,14 @@ class BenchConfig:
     repeats: int = 5
     barge_ins: int = 20
     max_sessions: int = 8
+    capacity_rounds: int = 3
     ttfa_threshold_s: float = TTFA_THRESHOLD_S
     engine_sizes: tuple[int, ...] = ENGINE_SIZES
     engine_repeats: int = 3
     seed: int = 7
 
     def __post_init__(self) -> None:
-        for name in ("repeats", "barge_ins", "max_sessions", "engine_repeats"):
+        for name in ("repeats", "barge_ins", "max_sessions", "capacity_rounds", "engine_repeats"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"bench {name}: expected an integer >= 1, got {getattr(self, name)}")
         if not (math.isfinite(self.ttfa_threshold_s) and self.ttfa_threshold_s > 0):
@@ -91,6 +93,7 @@ class BenchConfig:
                 repeats=1,
                 barge_ins=2,
                 max_sessions=2,
+                capacity_rounds=1,
                 engine_sizes=QUICK_ENGINE_SIZES,
                 engine_repeats=1,
             )

@@ -109,7 +109,8 @@ def _barge_in(barge: Mapping[str, Any]) -> Section:
 
 def _capacity(capacity: Mapping[str, Any]) -> Section:
     section = Section(
-        f"4 · capacity (threshold {capacity['threshold_s']:g} s on first sentence → first audio)",
+        f"4 · capacity (threshold {capacity['threshold_s']:g} s on first sentence → first audio; a level "
+        "passes when most of its rounds do)",
         (
             "sessions",
             "first audio after sentence, median s",
@@ -118,7 +119,7 @@ def _capacity(capacity: Mapping[str, Any]) -> Section:
             "silence s",
             "RTF",
             "audio s per s",
-            "ok",
+            "rounds ok",
         ),
     )
     for level in capacity["levels"]:
@@ -132,7 +133,7 @@ def _capacity(capacity: Mapping[str, Any]) -> Section:
                 f"{level['gap_total_s']:.2f}",
                 "—" if level["rtf"] is None else f"{level['rtf']:.2f}",
                 f"{level['audio_per_wall_s']:.2f}",
-                "yes" if level["ok"] else "no",
+                f"{level['rounds_ok']}/{level['rounds']} {'yes' if level['ok'] else 'no'}",
             )
         )
     best = capacity["max_sessions_ok"]

@@ -164,7 +164,7 @@ async def _capacity(config: BenchConfig, url: str, steps: _Steps) -> dict[str, A
     levels: list[capacity.Level] = []
     for n in counts:
         level, _ = await capacity.run_level(
-            url, n, config.answer, config.pace, config.voice, config.ttfa_threshold_s
+            url, n, config.answer, config.pace, config.voice, config.ttfa_threshold_s, config.capacity_rounds
         )
         levels.append(level)
         step()
@@ -174,6 +174,7 @@ async def _capacity(config: BenchConfig, url: str, steps: _Steps) -> dict[str, A
     passing = [lv.sessions for lv in levels if lv.ok]
     return {
         "threshold_s": config.ttfa_threshold_s,
+        "rounds": config.capacity_rounds,
         "levels": [asdict(lv) for lv in levels],
         "max_sessions_ok": max(passing) if passing else None,
         "stopped_early": len(levels) < len(counts),
