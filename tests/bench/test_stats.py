@@ -1,4 +1,4 @@
-"""The benchmark's arithmetic: the simulated listener, summaries, the line fit (no model, milliseconds)."""
+"""The benchmark's arithmetic: simulated listener, summaries, line fit, a capacity round (no model)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from koe.bench.capacity import round_passes
 from koe.bench.stats import MIN_GAP_S, Chunk, fit_line, simulate_playback, summarize
+from koe.bench.turns import TurnTrace
 
 
 def test_listener_starts_at_first_audio_and_counts_each_underrun() -> None:
@@ -70,3 +72,18 @@ def test_line_fit_recovers_intercept_and_slope() -> None:
     assert fit.r2 == pytest.approx(1.0)
     with pytest.raises(ValueError, match="distinct"):
         fit_line([5, 5], [1.0, 2.0])
+
+
+def _turn(first_sentence_at: float, chunks: list[tuple[float, float]]) -> TurnTrace:
+    trace = TurnTrace("koe", first_sentence_at=first_sentence_at)
+    trace.chunks = [Chunk(at, duration) for at, duration in chunks]
+    return trace
+
+
+def test_a_capacity_round_fails_on_any_underrun_or_a_late_first_audio() -> None:
+    prompt = _turn(1.0, [(1.8, 2.0), (3.5, 2.0)])  # 0.8 s after the sentence, audio always ahead
+    late = _turn(1.0, [(2.9, 2.0), (4.5, 2.0)])  # 1.9 s after the sentence
+    stutters = _turn(1.0, [(1.8, 1.0), (3.8, 2.0)])  # runs dry from 2.8 s to 3.8 s
+    assert round_passes([prompt, prompt], threshold_s=1.5)
+    assert not round_passes([prompt, late], threshold_s=1.5)
+    assert not round_passes([prompt, stutters], threshold_s=1.5)

@@ -75,7 +75,7 @@ async def run_level(
             started = time.monotonic()
             batch = await asyncio.gather(*(koe_turn(base_url, answer, pace, voice) for _ in range(sessions)))
             wall += time.monotonic() - started
-            rounds_ok += _passes(batch, threshold_s)
+            rounds_ok += round_passes(batch, threshold_s)
             traces += batch
         after = await _synthesis_totals(http)
     rtf = None
@@ -103,7 +103,7 @@ def _after_sentence(trace: TurnTrace) -> float:
     return trace.first_audio_s - (trace.first_sentence_at or 0.0)
 
 
-def _passes(traces: list[TurnTrace], threshold_s: float) -> bool:
+def round_passes(traces: list[TurnTrace], threshold_s: float) -> bool:
     """One round: no underrun for anyone, and the slowest first audio (p95 from 20) within the threshold."""
     gaps = sum(t.playback.gap_count for t in traces)
     return gaps == 0 and worst_case(summarize([_after_sentence(t) for t in traces])) <= threshold_s

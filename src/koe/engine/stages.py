@@ -4,7 +4,7 @@ Stage A (tokens, style, speed → per-token durations, the energy curve, the fra
 the harmonic source, all for the whole segment) costs a few percent of the synthesis. Stage B (the iSTFTNet
 generator) is the rest, and it can run on windows of frames — but every AdaIN block normalizes over the
 whole time axis, so stage B is derived twice: once computing its normalization statistics (the whole
-decode, which can also measure the per-class moments calibration needs) and once taking them as inputs
+decode; a copy that also measures per-class moments is built for calibrations) and once taking them as inputs
 (estimated per segment by :mod:`koe.engine.moments`, so a short window sounds like the whole). Running the
 frame-rate decoder in stage A gives its ten norms their exact statistics at 4% of the cost; computing the
 harmonic source there keeps the sine phase continuous across windows. See ``docs/engine.md``
@@ -77,8 +77,8 @@ class Front:
 
 
 class Stages:
-    """Three sessions: the front, the vocoder with its own statistics (which also measures the per-class
-    moments calibration needs, :mod:`koe.engine.moments`), the vocoder with frozen statistics."""
+    """Three sessions — the front, the vocoder with its own statistics, the vocoder with frozen ones — and a
+    fourth built only while calibrating, which measures per-class moments (:mod:`koe.engine.moments`)."""
 
     def __init__(
         self,
