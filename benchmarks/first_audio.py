@@ -35,7 +35,7 @@ import httpx
 import uvicorn
 from websockets.asyncio.client import ClientConnection, connect
 
-from koe.server.app import create_app
+from koe.app import create_app
 from koe.server.serve import uvicorn_config
 from koe.settings import Settings
 

@@ -24,14 +24,16 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from koe.engine.base import SynthesisRequest
-from koe.engine.moments import quiet_fraction
-from koe.engine.onnx import OnnxEngine
+from koe.engine.base import AudioChunk, SynthesisRequest
+from koe.engine.onnx.decoder import StreamingDecoder
+from koe.engine.onnx.engine import OnnxEngine
+from koe.engine.onnx.moments import quiet_fraction
 from koe.engine.quality import compare
-from koe.engine.streaming import AudioChunk, StreamingDecoder
+from koe.engine.registry import EngineOptions
 from koe.engine.timing import SegmentTiming
 from koe.engine.vocab import tokenize
-from koe.speech import Speech, SpeechOptions
+from koe.pipeline.listener import PlaybackClock
+from koe.pipeline.speech import Speech, SpeechOptions
 from koe.types import SAMPLE_RATE
 
 SEGMENTS = {
@@ -106,10 +108,12 @@ def measure(speech: Speech, decoder: StreamingDecoder, voice: str, words: int, t
     started = time.perf_counter()
     arrivals: list[tuple[float, int]] = []
     chunks: list[AudioChunk] = []
-    segment = decoder.stream(request, windowed=True)
+    listener = PlaybackClock()  # plays each chunk in real time from its arrival
+    segment = decoder.stream(request, windowed=True, buffered_s=listener.ahead_s)
     for event in segment:
         if isinstance(event, AudioChunk):
             arrivals.append((time.perf_counter() - started, event.audio.size))
+            listener.delivered(event.audio.size / SAMPLE_RATE)
             chunks.append(event)
     windowed_total_s = time.perf_counter() - started
     windowed = np.concatenate([chunk.audio for chunk in chunks])
@@ -158,7 +162,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
-    speech = Speech.load(SpeechOptions(threads=args.threads, voices=(args.voice,)))
+    speech = Speech.load(SpeechOptions(EngineOptions(threads=args.threads), voices=(args.voice,)))
     engine = speech.engine
     assert isinstance(engine, OnnxEngine)
     if engine.streaming is None:
@@ -166,7 +170,7 @@ def main() -> None:
     decoder = engine.streaming
     decoder.calibration.calibrate(speech.voices.resolve(args.voice))
     cost = decoder.cost
-    print(f"cost model: {cost.fixed_s * 1e3:.0f} ms + {cost.per_frame_s * 1e3:.1f} ms/frame")
+    print(f"cost model: {cost.fixed_s * 1e3:.0f} ms + {cost.per_unit_s * 1e3:.1f} ms/frame")
     runs = [
         [measure(speech, decoder, args.voice, words, text) for words, text in SEGMENTS.items()]
         for _ in range(args.repeats)

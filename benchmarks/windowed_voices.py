@@ -16,12 +16,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from koe.engine.moments import quiet_fraction
-from koe.engine.onnx import OnnxEngine
+from koe.engine.onnx.engine import OnnxEngine
+from koe.engine.onnx.moments import quiet_fraction
 from koe.engine.quality import compare
+from koe.engine.registry import EngineOptions
 from koe.engine.vocab import tokenize
 from koe.engine.voices import ENGLISH_VOICES
-from koe.speech import Speech, SpeechOptions
+from koe.pipeline.speech import Speech, SpeechOptions
 
 HELD_OUT = (
     "The museum opens at noon, so we can sleep late.",
@@ -76,7 +77,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     voices = tuple(args.voices.split(","))
-    speech = Speech.load(SpeechOptions(threads=2, voices=voices))
+    speech = Speech.load(SpeechOptions(EngineOptions(threads=2), voices=voices))
     rows = []
     print("voice dist_med dist_max |level|_max balance_med balance_max")
     for voice in voices:

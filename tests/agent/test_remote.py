@@ -23,8 +23,8 @@ from ws_events import messages, receive, run, send, until
 
 
 @pytest.fixture(scope="module")
-def agent_server(koe_server: LiveServer) -> Iterator[LiveServer]:
-    speaker = RemoteSpeaker(koe_server.http_url, remote_voices(koe_server.http_url))
+def agent_server(fake_server: LiveServer) -> Iterator[LiveServer]:
+    speaker = RemoteSpeaker(fake_server.http_url, remote_voices(fake_server.http_url))
     settings = Settings(host=LOOPBACK, port=0)
     with run_server(create_agent_app(VoiceAgent(speaker, LLMConfig("none"))), settings) as live:
         yield live
@@ -62,7 +62,7 @@ def test_asking_without_an_llm_says_how_to_enable_one(agent_server: LiveServer) 
 
 
 def test_barge_in_cancels_the_remote_turn_and_the_socket_serves_the_next(
-    agent_server: LiveServer, koe_server: LiveServer
+    agent_server: LiveServer, fake_server: LiveServer
 ) -> None:
     async def main() -> None:
         async with connect(agent_server.ws_url + "/ws") as ws:
@@ -79,10 +79,10 @@ def test_barge_in_cancels_the_remote_turn_and_the_socket_serves_the_next(
             assert any(isinstance(e, bytes) for e in events)
 
     run(main)
-    assert koe_server.call(lambda: koe_server.runtime.scheduler.stats.queued) == 0
+    assert fake_server.call(lambda: fake_server.runtime.scheduler.stats.queued) == 0
 
 
-def test_an_unreachable_tts_is_an_error_event(koe_server: LiveServer) -> None:
+def test_an_unreachable_tts_is_an_error_event(fake_server: LiveServer) -> None:
     with loopback_socket() as sock:
         dead = f"http://{LOOPBACK}:{sock.getsockname()[1]}"
     settings = Settings(host=LOOPBACK, port=0)

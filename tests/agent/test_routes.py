@@ -16,29 +16,29 @@ from support import words
 from ws_events import messages, receive, run, send, until
 
 
-def test_the_page_and_its_modules_are_served(koe_server: LiveServer) -> None:
-    page = httpx.get(koe_server.http_url + "/")
+def test_the_page_and_its_modules_are_served(fake_server: LiveServer) -> None:
+    page = httpx.get(fake_server.http_url + "/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert '<script type="module" src="app.js">' in page.text
     for name in ("app.js", "player.js", "player-worklet.js"):
-        module = httpx.get(f"{koe_server.http_url}/{name}")
+        module = httpx.get(f"{fake_server.http_url}/{name}")
         assert module.status_code == 200 and "javascript" in module.headers["content-type"]
-    assert httpx.get(koe_server.http_url + "/nothing-here.js").status_code == 404
+    assert httpx.get(fake_server.http_url + "/nothing-here.js").status_code == 404
 
 
-def test_ping_and_info_describe_the_agent(koe_server: LiveServer) -> None:
-    assert httpx.get(koe_server.http_url + "/agent/ping").json() == {"status": "Healthy"}
-    info = httpx.get(koe_server.http_url + "/agent/info").json()
+def test_ping_and_info_describe_the_agent(fake_server: LiveServer) -> None:
+    assert httpx.get(fake_server.http_url + "/agent/ping").json() == {"status": "Healthy"}
+    info = httpx.get(fake_server.http_url + "/agent/info").json()
     assert info["sample_rate"] == 24000 and info["default_voice"] == "af_heart"
     assert "af_heart" in info["voices"] and "bm_george" in info["voices"]
     assert isinstance(info["llm"], str) and isinstance(info["llm_available"], bool)
     assert (info["how_to_enable"] is None) == info["llm_available"]
 
 
-def test_an_invocation_streams_text_segments_and_audio_as_sse(koe_server: LiveServer) -> None:
+def test_an_invocation_streams_text_segments_and_audio_as_sse(fake_server: LiveServer) -> None:
     body = {"read": THREE_SENTENCES, "tokens_per_s": 6, "first_token_delay_s": 0, "voice": "af_sky"}
     with httpx.Client(timeout=120) as client:
-        response = client.post(koe_server.http_url + "/agent/invocations", json=body)
+        response = client.post(fake_server.http_url + "/agent/invocations", json=body)
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
     events = sse_events(response)
     kinds = [e["type"] for e in events]
@@ -69,25 +69,25 @@ def test_an_invocation_streams_text_segments_and_audio_as_sse(koe_server: LiveSe
     ],
 )
 def test_bad_invocations_get_a_json_error(
-    koe_server: LiveServer, body: bytes, status: int, code: str
+    fake_server: LiveServer, body: bytes, status: int, code: str
 ) -> None:
-    response = httpx.post(koe_server.http_url + "/agent/invocations", content=body)
+    response = httpx.post(fake_server.http_url + "/agent/invocations", content=body)
     assert response.status_code == status
     assert response.json()["error"] == code
 
 
-def test_an_unknown_voice_is_an_error_event_and_the_turn_ends(koe_server: LiveServer) -> None:
+def test_an_unknown_voice_is_an_error_event_and_the_turn_ends(fake_server: LiveServer) -> None:
     response = httpx.post(
-        koe_server.http_url + "/agent/invocations", json={"read": "Hello.", "voice": "xx_nobody"}, timeout=60
+        fake_server.http_url + "/agent/invocations", json={"read": "Hello.", "voice": "xx_nobody"}, timeout=60
     )
     events = sse_events(response)
     assert [e["type"] for e in events] == ["turn", "error", "done"]
     assert events[1]["code"] == "unknown_voice" and "af_heart" in events[1]["message"]
 
 
-def test_the_browser_socket_streams_a_turn_then_stops_the_next_at_once(koe_server: LiveServer) -> None:
+def test_the_browser_socket_streams_a_turn_then_stops_the_next_at_once(fake_server: LiveServer) -> None:
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/agent/ws") as ws:
+        async with connect(fake_server.ws_url + "/agent/ws") as ws:
             session = await receive(ws)
             assert isinstance(session, dict) and session["type"] == "session"
             await send(ws, {"type": "read", "text": "Short and sweet.", "tokens_per_s": 50})
@@ -118,21 +118,21 @@ def test_the_browser_socket_streams_a_turn_then_stops_the_next_at_once(koe_serve
     run(main)
 
 
-def test_a_client_that_leaves_mid_answer_stops_its_turn(koe_server: LiveServer) -> None:
+def test_a_client_that_leaves_mid_answer_stops_its_turn(fake_server: LiveServer) -> None:
     body = {"read": " ".join([THREE_SENTENCES] * 4), "tokens_per_s": 8, "first_token_delay_s": 0}
     with (
         httpx.Client(timeout=120) as client,
-        client.stream("POST", koe_server.http_url + "/agent/invocations", json=body) as response,
+        client.stream("POST", fake_server.http_url + "/agent/invocations", json=body) as response,
     ):
         for line in response.iter_lines():
             if line == "event: audio":
                 break  # leave after the first audio, with most of the answer unwritten
     # the segment being synthesized when the client left may finish; nothing after it may start
     deadline = time.monotonic() + 30
-    while (stats := koe_server.call(lambda: koe_server.runtime.scheduler.stats)).running:
+    while (stats := fake_server.call(lambda: fake_server.runtime.scheduler.stats)).running:
         assert time.monotonic() < deadline
         time.sleep(0.1)
     completed = stats.completed
     time.sleep(2)  # long enough for the next segments of an unstopped turn to be synthesized
-    stats = koe_server.call(lambda: koe_server.runtime.scheduler.stats)
+    stats = fake_server.call(lambda: fake_server.runtime.scheduler.stats)
     assert stats.queued == 0 and stats.running == 0 and stats.completed == completed

@@ -11,7 +11,8 @@ from koe.audio.formats import AudioFormat
 from koe.client.messages import decode, encode_request
 from koe.client.websocket import stream_url
 from koe.errors import ConfigError, ProtocolError
-from koe.server.protocol import (
+from koe.server.protocol import parse_message
+from koe.wire.messages import (
     Append,
     Cancel,
     Cancelled,
@@ -31,7 +32,6 @@ from koe.server.protocol import (
     SynthesisComplete,
     SynthesisStart,
     encode,
-    parse_message,
 )
 
 MESSAGES: list[ServerMessage] = [

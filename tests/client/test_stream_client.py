@@ -1,8 +1,9 @@
-"""``StreamClient`` over a real WebSocket to the shared real server (real model, real audio)."""
+"""``StreamClient`` over a real WebSocket: speech through the real model, the session logic on the fake."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 
 import numpy as np
@@ -11,8 +12,9 @@ import pytest
 from koe.client.session import StreamClient
 from koe.client.websocket import stream_url
 from koe.errors import UpstreamError
-from live_server import LiveServer
+from live_server import LiveServer, ServerFactory
 from support import Transcriber, words
+from support.fake import FakeEngine, fake_speech
 
 SAMPLE_RATE = 24_000
 
@@ -46,9 +48,9 @@ def test_stream_speaks_the_streamed_text(koe_server: LiveServer, transcribe: Tra
     assert words(transcribe(audio))[:3] == ["please", "call", "stella"]
 
 
-def test_a_session_speaks_turn_after_turn_from_plain_iterables(koe_server: LiveServer) -> None:
+def test_a_session_speaks_turn_after_turn_from_plain_iterables(fake_server: LiveServer) -> None:
     async def main() -> list[float]:
-        client = await open_client(koe_server)
+        client = await open_client(fake_server)
         try:
             first = pcm_seconds([c async for c in client.stream(["Yes."])])
             await client.cancel()  # between turns: its reply must not end the next turn
@@ -60,36 +62,41 @@ def test_a_session_speaks_turn_after_turn_from_plain_iterables(koe_server: LiveS
     assert first > 0.2 and second > 0.2
 
 
-def test_cancel_ends_the_turn_early_and_the_session_goes_on(koe_server: LiveServer) -> None:
+def test_cancel_ends_the_turn_early_and_the_session_goes_on(serve_fake: ServerFactory) -> None:
     long_text = (
         "This is a long answer. It goes on and on. It has many sentences. Nobody wants to hear it all."
     )
+    later = threading.Event()  # synthesis after the first segment waits until the cancel is sent
+    engine = FakeEngine(gate=later, gate_after=1)
 
     async def main() -> tuple[float, float]:
-        client = await open_client(koe_server)
-        try:
-            heard: list[bytes] = []
-            async for chunk in client.stream(tokens(long_text)):
-                heard.append(chunk)
-                if len(heard) == 1:
-                    await client.cancel()  # barge-in at the first audio
-            after = [c async for c in client.stream(["Okay."])]
-            return pcm_seconds(heard), pcm_seconds(after)
-        finally:
-            await client.aclose()
+        with serve_fake(engine) as live:
+            client = await open_client(live)
+            try:
+                heard: list[bytes] = []
+                async for chunk in client.stream(tokens(long_text)):
+                    heard.append(chunk)
+                    if len(heard) == 1:
+                        await client.cancel()  # barge-in at the first audio
+                        later.set()
+                after = [c async for c in client.stream(["Okay."])]
+                return pcm_seconds(heard), pcm_seconds(after)
+            finally:
+                await client.aclose()
 
     heard_s, after_s = asyncio.run(main())
-    assert 0 < heard_s < 3.0  # the whole answer is over 5 s of speech
-    assert after_s > 0.2
+    first_segment_s = fake_speech().synthesize("This is a long answer.").size / SAMPLE_RATE
+    assert 0 < heard_s <= first_segment_s  # nothing after the first segment was heard
+    assert after_s == pytest.approx(fake_speech().synthesize("Okay.").size / SAMPLE_RATE)
 
 
-def test_a_failing_text_source_cancels_the_turn_and_raises_its_error(koe_server: LiveServer) -> None:
+def test_a_failing_text_source_cancels_the_turn_and_raises_its_error(fake_server: LiveServer) -> None:
     async def broken() -> AsyncIterator[str]:
         yield "Half a sentence"
         raise RuntimeError("the LLM went away")
 
     async def main() -> float:
-        client = await open_client(koe_server)
+        client = await open_client(fake_server)
         try:
             with pytest.raises(RuntimeError, match="the LLM went away"):
                 async for _ in client.stream(broken()):
@@ -101,9 +108,9 @@ def test_a_failing_text_source_cancels_the_turn_and_raises_its_error(koe_server:
     assert asyncio.run(main()) > 0.2
 
 
-def test_server_errors_surface_with_their_code(koe_server: LiveServer) -> None:
+def test_server_errors_surface_with_their_code(fake_server: LiveServer) -> None:
     async def main() -> None:
-        client = await open_client(koe_server)
+        client = await open_client(fake_server)
         try:
             await client.configure(voice="xx_nobody")
             with pytest.raises(UpstreamError) as caught:

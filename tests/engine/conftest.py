@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from koe.engine.assets import install_voices
-from koe.engine.onnx import OnnxEngine
-from koe.engine.streaming import StreamingDecoder
+from koe.engine.onnx.decoder import StreamingDecoder
+from koe.engine.onnx.engine import OnnxEngine
 from koe.engine.voices import ENGLISH_VOICES, VoiceBank
-from koe.speech import Speech
+from koe.pipeline.speech import Speech
 
 
 @pytest.fixture(scope="session")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from koe.engine.base import MAX_PHONEME_TOKENS
-from koe.engine.vocab import count_tokens
+from koe.engine.vocab import MAX_PHONEME_TOKENS, count_tokens
 from koe.errors import ConfigError, VoiceError
-from koe.speech import Speech
+from koe.pipeline.speech import Speech
 from support import Transcriber, words
 
 pytestmark = pytest.mark.slow

@@ -275,14 +275,17 @@ def test_speech_loads_the_torch_engine_from_a_model_dir(
     model: object, installed_voices: Path, tmp_path: Path
 ) -> None:
     """``KOE_ENGINE=torch`` with ``KOE_MODEL_DIR``: a .pth plus voices, the same G2P and voices as ONNX."""
-    from koe.speech import Speech, SpeechOptions
+    from koe.engine.registry import EngineOptions
+    from koe.pipeline.speech import Speech, SpeechOptions
 
     states = {name: getattr(model, name).state_dict() for name in COMPONENTS}
     torch.save({name: {f"module.{k}": v for k, v in state.items()} for name, state in states.items()},
                tmp_path / "kokoro-v1_0.pth")  # fmt: skip
     (tmp_path / "voices").mkdir()
     shutil.copy(installed_voices / "af_heart.bin", tmp_path / "voices" / "af_heart.bin")
-    options = SpeechOptions(engine="torch", model_dir=tmp_path, threads=1, warmup=False, langs=("en-us",))
+    options = SpeechOptions(
+        engine=EngineOptions("torch", threads=1), model_dir=tmp_path, warmup=False, langs=("en-us",)
+    )
     speech = Speech.load(options)
     assert isinstance(speech.engine, TorchEngine)
     assert speech.voices.names() == ["af_heart"]
@@ -290,7 +293,7 @@ def test_speech_loads_the_torch_engine_from_a_model_dir(
 
 
 def test_unknown_engine_is_a_config_error() -> None:
-    from koe.speech import SpeechOptions, resolve_source
+    from koe.engine.registry import EngineOptions
 
     with pytest.raises(ConfigError, match="engine must be one of onnx, torch"):
-        resolve_source(SpeechOptions(engine="tensorflow"))
+        EngineOptions("tensorflow")

@@ -5,8 +5,7 @@ from importlib.resources import files
 
 import pytest
 
-from koe.engine.base import MAX_PHONEME_TOKENS
-from koe.engine.vocab import count_tokens, kokoro_config, tokenize, vocabulary
+from koe.engine.vocab import MAX_PHONEME_TOKENS, count_tokens, kokoro_config, tokenize, vocabulary
 from koe.errors import SynthesisError
 
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from koe.engine.base import MAX_PHONEME_TOKENS
-from koe.engine.vocab import count_tokens
+from koe.engine.vocab import MAX_PHONEME_TOKENS, count_tokens
 from koe.g2p.chunk import split_phonemes
 
 _WORD = st.text(alphabet="həlˈOðɛɹdɑktsmɪθpAfTiwn", min_size=1, max_size=14)

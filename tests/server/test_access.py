@@ -35,9 +35,9 @@ GUARDED = [
 
 
 @pytest.fixture(scope="module")
-def guarded(serve_app: ServerFactory) -> Iterator[LiveServer]:
+def guarded(serve_fake: ServerFactory) -> Iterator[LiveServer]:
     """A server with an API key and one allowed origin (it became ready: ``/ping`` answered without a key)."""
-    with serve_app(api_key=KEY, cors_origins=(ORIGIN,)) as live:
+    with serve_fake(api_key=KEY, cors_origins=(ORIGIN,)) as live:
         yield live
 
 
@@ -97,8 +97,8 @@ def test_refusals_are_counted_in_the_metrics(guarded: LiveServer) -> None:
     assert float(line.split()[-1]) >= 1
 
 
-def test_without_a_key_set_nothing_asks_for_one(koe_server: LiveServer) -> None:
-    assert httpx.get(koe_server.http_url + "/v1/models").status_code == 200
+def test_without_a_key_set_nothing_asks_for_one(fake_server: LiveServer) -> None:
+    assert httpx.get(fake_server.http_url + "/v1/models").status_code == 200
 
 
 # --- WebSocket ---------------------------------------------------------------------------------------------
@@ -194,8 +194,8 @@ def test_responses_and_refusals_carry_cors_headers_for_the_allowed_origin(guarde
     assert "x-rtf" in ok.headers["access-control-expose-headers"].lower()
 
 
-def test_cors_is_off_by_default(koe_server: LiveServer) -> None:
-    response = httpx.get(koe_server.http_url + "/v1/models", headers={"Origin": ORIGIN})
+def test_cors_is_off_by_default(fake_server: LiveServer) -> None:
+    response = httpx.get(fake_server.http_url + "/v1/models", headers={"Origin": ORIGIN})
     assert response.status_code == 200
     assert "access-control-allow-origin" not in response.headers
 

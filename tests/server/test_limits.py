@@ -24,7 +24,7 @@ from ws_events import WAIT_S, receive, run, send
 UNSPOKEN = "aaaa bbbb cccc "
 
 
-def test_a_session_over_its_text_limit_is_closed_with_1008(serve_app: ServerFactory) -> None:
+def test_a_session_over_its_text_limit_is_closed_with_1008(serve_fake: ServerFactory) -> None:
     async def main(live: LiveServer) -> tuple[dict[str, object], int | None]:
         async with connect(live.ws_url + "/v1/stream") as ws:
             await send(ws, {"type": "append", "text": UNSPOKEN})
@@ -40,7 +40,7 @@ def test_a_session_over_its_text_limit_is_closed_with_1008(serve_app: ServerFact
         assert isinstance(error, dict)
         return error, close_code(closed.value)
 
-    with serve_app(max_session_chars=30) as live:
+    with serve_fake(max_session_chars=30) as live:
         error, code = run(lambda: main(live))
         assert (error["code"], code) == ("session_too_long", 1008)
         assert "30" in str(error["message"]) and "session" in str(error["message"])
@@ -48,7 +48,7 @@ def test_a_session_over_its_text_limit_is_closed_with_1008(serve_app: ServerFact
         assert_serving(live)
 
 
-def test_a_frame_past_the_transport_limit_is_closed_with_1009(serve_app: ServerFactory) -> None:
+def test_a_frame_past_the_transport_limit_is_closed_with_1009(serve_fake: ServerFactory) -> None:
     """Up to twice ``max_message_bytes`` koe explains the limit; past that uvicorn closes by itself."""
 
     async def main(live: LiveServer) -> int | None:
@@ -58,7 +58,7 @@ def test_a_frame_past_the_transport_limit_is_closed_with_1009(serve_app: ServerF
                 await receive(ws)
         return close_code(closed.value)
 
-    with serve_app(max_message_bytes=1024) as live:
+    with serve_fake(max_message_bytes=1024) as live:
         assert run(lambda: main(live)) == 1009
         assert_serving(live)
 
@@ -71,11 +71,11 @@ def chunked(body: bytes, size: int = 512) -> Iterator[bytes]:
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
 def test_bodies_over_the_limit_are_refused_with_413_on_every_speech_route(
-    serve_app: ServerFactory, declared: bool
+    serve_fake: ServerFactory, declared: bool
 ) -> None:
     big = json.dumps({"text": "x" * 3000, "input": "x" * 3000, "model": "tts-1", "voice": "alloy"}).encode()
     headers = {"content-type": "application/json"}
-    with serve_app(max_body_bytes=2048) as live, httpx.Client(timeout=WAIT_S) as client:
+    with serve_fake(max_body_bytes=2048) as live, httpx.Client(timeout=WAIT_S) as client:
         for path in ("/invocations", "/v1/audio/speech"):
             body = big if declared else chunked(big)
             response = client.post(live.http_url + path, content=body, headers=headers)
@@ -88,9 +88,9 @@ def test_bodies_over_the_limit_are_refused_with_413_on_every_speech_route(
         assert_serving(live)
 
 
-def test_openai_input_over_the_text_limit_is_refused_with_413(serve_app: ServerFactory) -> None:
+def test_openai_input_over_the_text_limit_is_refused_with_413(serve_fake: ServerFactory) -> None:
     body = {"model": "tts-1", "voice": "alloy", "input": "word " * 25}
-    with serve_app(max_request_chars=100) as live:
+    with serve_fake(max_request_chars=100) as live:
         response = httpx.post(live.http_url + "/v1/audio/speech", json=body, timeout=WAIT_S)
         assert response.status_code == 413
         error = response.json()["error"]
@@ -99,11 +99,11 @@ def test_openai_input_over_the_text_limit_is_refused_with_413(serve_app: ServerF
 
 
 def test_speech_requests_over_the_concurrency_limit_get_503_with_retry_after(
-    serve_app: ServerFactory,
+    serve_fake: ServerFactory,
 ) -> None:
     """One streamed request holds the only slot (its job waits behind a held worker); the next is refused."""
     release = threading.Event()
-    with serve_app(workers=1, max_http_requests=1) as live, httpx.Client(timeout=WAIT_S) as client:
+    with serve_fake(workers=1, max_http_requests=1) as live, httpx.Client(timeout=WAIT_S) as client:
         live.call(lambda: live.runtime.scheduler.submit(lambda: release.wait(WAIT_S), deadline=0, cost_s=3))
         body = {"text": "Held.", "format": "pcm", "stream": True}
         with client.stream("POST", live.http_url + "/invocations", json=body) as held:

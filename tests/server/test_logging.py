@@ -41,10 +41,10 @@ def assert_no_user_text(records: list[logging.LogRecord]) -> None:
 
 
 def test_each_turn_logs_one_line_with_its_session_counts_and_outcome(
-    koe_server: LiveServer, caplog: pytest.LogCaptureFixture
+    fake_server: LiveServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def main() -> tuple[str, dict[str, object]]:
-        async with connect(koe_server.ws_url + "/v1/stream") as ws:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
             await send(ws, {"type": "config"})
             (ack,) = await until(ws, of_type("config"))
             await send(ws, {"type": "append", "text": FIRST})
@@ -89,11 +89,11 @@ def test_each_turn_logs_one_line_with_its_session_counts_and_outcome(
     ids=["whole", "streamed"],
 )
 def test_each_http_request_logs_one_line_when_its_response_ends(
-    koe_server: LiveServer, caplog: pytest.LogCaptureFixture, path: str, body: dict[str, object]
+    fake_server: LiveServer, caplog: pytest.LogCaptureFixture, path: str, body: dict[str, object]
 ) -> None:
     ended = lambda: [r for r in caplog.records if r.getMessage() == "request ended"]  # noqa: E731
     with caplog.at_level(logging.INFO):
-        response = httpx.post(koe_server.http_url + path, json=body, timeout=WAIT_S)
+        response = httpx.post(fake_server.http_url + path, json=body, timeout=WAIT_S)
         assert response.status_code == 200
         (line,) = wait_for(ended)
     fields = line.__dict__

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, KoeError, LimitError, OverloadedError, ProtocolError, SynthesisError
-from koe.server.errors import error_body, openai_error_body, retry_after_header, route_of
 from koe.server.outbox import CloseRequest, Outbox
 from koe.server.turn import split_frames
+from koe.wire.errors import error_body, openai_error_body, retry_after_header, route_of
 
 
 def test_control_replies_overtake_queued_turn_data_which_keeps_its_order() -> None:
@@ -30,14 +30,22 @@ def test_control_replies_overtake_queued_turn_data_which_keeps_its_order() -> No
 
 def test_dropping_turns_removes_only_their_data_and_their_audio_seconds() -> None:
     async def main() -> None:
-        outbox = Outbox(high_water_s=10.0, low_water_s=5.0)
+        outbox = Outbox(high_water_s=3.0, low_water_s=2.5)
         outbox.data(0, b"a", 1.0)
         outbox.data(1, b"b", 2.0)
-        outbox.data(2, b"c", 4.0)
-        outbox.drop_turns({0, 2})
-        assert outbox.audio_s == 2.0
+        outbox.data(2, b"c", 4.0)  # 7 s queued: producers wait
+        waiter = asyncio.create_task(outbox.room())
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        outbox.drop_turns({0, 2})  # 2 s left, under the low-water mark
+        await asyncio.wait_for(waiter, 1.0)
         assert await outbox.get() == b"b"
-        assert outbox.audio_s == 0.0
+        outbox.data(3, b"d", 3.5)  # over the high-water mark by itself: nothing else is counted
+        blocked = asyncio.create_task(outbox.room())
+        await asyncio.sleep(0)
+        assert not blocked.done()
+        assert await outbox.get() == b"d"
+        await asyncio.wait_for(blocked, 1.0)
 
     asyncio.run(main())
 

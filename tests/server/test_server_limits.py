@@ -14,9 +14,9 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from koe.app import create_app
 from koe.bench.soak import rss_bytes
 from koe.scheduler.queue import SchedulerStats
-from koe.server.app import create_app
 from koe.settings import Settings
 from live_checks import (
     assert_serving,
@@ -28,6 +28,7 @@ from live_checks import (
     wait_idle,
 )
 from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket, run_server
+from support.fake import FakeEngine
 from ws_events import WAIT_S, messages, of_type, receive, run, send, until
 
 
@@ -45,8 +46,8 @@ def stats(live: LiveServer) -> SchedulerStats:
     return live.call(lambda: live.runtime.scheduler.stats)
 
 
-def test_a_saturated_queue_refuses_new_work_with_a_retry_hint(serve_app: ServerFactory) -> None:
-    with serve_app(workers=1, max_queued_jobs=1) as live:
+def test_a_saturated_queue_refuses_new_work_with_a_retry_hint(serve_fake: ServerFactory) -> None:
+    with serve_fake(workers=1, max_queued_jobs=1) as live:
         gate = Gate()
         scheduler = live.runtime.scheduler
         live.call(lambda: scheduler.submit(gate, deadline=0.0, cost_s=2.0))
@@ -111,7 +112,7 @@ async def _refused(live: LiveServer) -> None:
 
 
 def test_sessions_over_the_limit_are_refused_at_once_and_the_admitted_one_keeps_its_pace(
-    serve_app: ServerFactory,
+    serve_fake: ServerFactory,
 ) -> None:
     async def main(live: LiveServer) -> None:
         async with connect(live.ws_url + "/v1/stream") as admitted:
@@ -133,7 +134,7 @@ def test_sessions_over_the_limit_are_refused_at_once_and_the_admitted_one_keeps_
             await send(admitted, {"type": "cancel"})  # the admitted session is still in order
             assert await receive(admitted) == {"type": "cancelled", "turn": 4}
 
-    with serve_app(max_sessions=1) as live:
+    with serve_fake(max_sessions=1) as live:
         run(lambda: main(live))
         wait_for(lambda: metric(live, 'koe_active_sessions{transport="ws"}') == 0, "the slot to free")
         assert metric(live, 'koe_errors_total{code="too_many_sessions"}') >= 4
@@ -160,31 +161,34 @@ async def _vanish_during_cancel(ws: ClientConnection) -> None:
     "vanish", [_vanish, _vanish_mid_frame, _vanish_during_cancel], ids=["mid-turn", "mid-frame", "in-cancel"]
 )
 def test_an_abrupt_disconnect_drains_the_queue_and_leaks_no_task(
-    koe_server: LiveServer, vanish: Callable[[ClientConnection], Awaitable[None]]
+    serve_fake: ServerFactory, vanish: Callable[[ClientConnection], Awaitable[None]]
 ) -> None:
     text = " ".join(f"This is sentence number {n} of the answer." for n in range(1, 7))
     completed = 'koe_jobs_total{outcome="completed"}'
-    tasks = server_tasks(koe_server)
-    before = metric(koe_server, completed)
+    later = threading.Event()  # synthesis after the first segment waits until the client has vanished
+    with serve_fake(FakeEngine(gate=later, gate_after=1)) as live:
+        tasks = server_tasks(live)
 
-    async def main() -> None:
-        ws = await connect(koe_server.ws_url + "/v1/stream")
-        await send(ws, {"type": "append", "text": text})
-        await send(ws, {"type": "flush"})
-        await until(ws, of_type("segment"))
-        await vanish(ws)
+        async def main() -> None:
+            ws = await connect(live.ws_url + "/v1/stream")
+            await send(ws, {"type": "append", "text": text})
+            await send(ws, {"type": "flush"})
+            await until(ws, of_type("segment"))
+            await vanish(ws)
 
-    run(main)
-    wait_idle(koe_server, tasks)
-    assert metric(koe_server, completed) - before < 6  # the rest of the answer was never synthesized
-    assert_serving(koe_server)
+        run(main)
+        wait_for(lambda: server_tasks(live) <= tasks, "the session's tasks to end")
+        later.set()
+        wait_idle(live, tasks)
+        assert metric(live, completed) <= 2  # the rest of the answer was never synthesized
+        assert_serving(live)
 
 
 #: Memory a paused session plus another session's turn may add (in-process: the test's own allocations too).
 RSS_SLACK_BYTES = 64 * 2**20
 
 
-def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_app: ServerFactory) -> None:
+def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_fake: ServerFactory) -> None:
     """Small socket buffers make the pause come after a few seconds of audio instead of megabytes."""
     sentences = [f"Here is sentence {n}." for n in range(1, 7)]
 
@@ -220,12 +224,12 @@ def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_app: ServerF
     sock = loopback_socket(send_buffer=4096)
     # uvicorn's keepalive would drop this silent client after 40 s (tested below); keep it out of the way
     no_keepalive = {"ws_ping_interval": None}
-    with serve_app(sock=sock, uvicorn=no_keepalive, audio_high_water_s=1.0, audio_low_water_s=0.5) as live:
+    with serve_fake(sock=sock, uvicorn=no_keepalive, audio_high_water_s=1.0, audio_low_water_s=0.5) as live:
         run(lambda: main(live))
 
 
 def test_a_reader_stalled_past_the_keepalive_is_dropped_without_an_internal_error(
-    serve_app: ServerFactory,
+    serve_fake: ServerFactory,
 ) -> None:
     """uvicorn closes the socket itself when its ping goes unanswered; the session must end cleanly then.
 
@@ -248,7 +252,7 @@ def test_a_reader_stalled_past_the_keepalive_is_dropped_without_an_internal_erro
     sock = loopback_socket(send_buffer=4096)
     with (
         failures_logged() as failures,
-        serve_app(sock=sock, uvicorn=keepalive, audio_high_water_s=1.0, audio_low_water_s=0.5) as live,
+        serve_fake(sock=sock, uvicorn=keepalive, audio_high_water_s=1.0, audio_low_water_s=0.5) as live,
     ):
         tasks = server_tasks(live)
         run(lambda: main(live))
@@ -278,7 +282,7 @@ def test_ping_and_every_route_answer_503_until_the_model_is_loaded(tmp_path: Pat
         run(session)
 
 
-def test_shutdown_closes_sessions_with_1012_and_finishes_within_the_grace(serve_app: ServerFactory) -> None:
+def test_shutdown_closes_sessions_with_1012_and_finishes_within_the_grace(serve_fake: ServerFactory) -> None:
     async def main(live: LiveServer) -> None:
         async with connect(live.ws_url + "/v1/stream") as ws:
             await send(
@@ -294,6 +298,6 @@ def test_shutdown_closes_sessions_with_1012_and_finishes_within_the_grace(serve_
         assert close_code(closed.value) == 1012
         assert not live.thread.is_alive()
 
-    with serve_app(shutdown_grace_s=10.0) as live:
+    with serve_fake(shutdown_grace_s=10.0) as live:
         run(lambda: main(live))
     assert not live.runtime.ready  # the lifespan's shutdown ran: new work is refused

@@ -11,9 +11,9 @@ from ws_events import audio, messages, of_type, receive, run, send, shape, until
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["text-frames", "binary-frames"])
-def test_the_aws_sample_request_gets_start_audio_complete(koe_server: LiveServer, binary: bool) -> None:
+def test_the_aws_sample_request_gets_start_audio_complete(fake_server: LiveServer, binary: bool) -> None:
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/invocations-bidirectional-stream") as ws:
+        async with connect(fake_server.ws_url + "/invocations-bidirectional-stream") as ws:
             request = {
                 "text": "Hello there. Nice to meet you.",
                 "voice": "am_echo",
@@ -34,9 +34,11 @@ def test_the_aws_sample_request_gets_start_audio_complete(koe_server: LiveServer
     run(main)
 
 
-def test_aws_requests_without_an_id_get_one_and_stay_pcm16_in_a_mulaw_session(koe_server: LiveServer) -> None:
+def test_aws_requests_without_an_id_get_one_and_stay_pcm16_in_a_mulaw_session(
+    fake_server: LiveServer,
+) -> None:
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/invocations-bidirectional-stream?format=mulaw") as ws:
+        async with connect(fake_server.ws_url + "/invocations-bidirectional-stream?format=mulaw") as ws:
             await send(ws, {"text": "Hi."})
             events = await until(ws, of_type("synthesis_complete"))
         start, complete = messages(events)
@@ -46,9 +48,9 @@ def test_aws_requests_without_an_id_get_one_and_stay_pcm16_in_a_mulaw_session(ko
     run(main)
 
 
-def test_deepgram_style_speak_flush_clear_close(koe_server: LiveServer) -> None:
+def test_deepgram_style_speak_flush_clear_close(fake_server: LiveServer) -> None:
     async def main() -> None:
-        url = koe_server.ws_url + "/v1/speak?model=aura-2-helena-en&encoding=linear16&sample_rate=16000"
+        url = fake_server.ws_url + "/v1/speak?model=aura-2-helena-en&encoding=linear16&sample_rate=16000"
         async with connect(url) as ws:
             await send(ws, {"type": "Speak", "text": "Hello from the agent."})
             await send(ws, {"type": "Flush"})

@@ -29,10 +29,10 @@ from ws_events import receive, run, send
     ],
 )
 def test_recoverable_errors_are_reported_and_the_session_goes_on(
-    koe_server: LiveServer, frame: str | bytes, code: str
+    fake_server: LiveServer, frame: str | bytes, code: str
 ) -> None:
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/v1/stream") as ws:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
             await ws.send(frame)
             error = await receive(ws)
             assert isinstance(error, dict)
@@ -45,9 +45,9 @@ def test_recoverable_errors_are_reported_and_the_session_goes_on(
     run(main)
 
 
-def test_a_bad_query_parameter_is_reported_and_the_default_kept(koe_server: LiveServer) -> None:
+def test_a_bad_query_parameter_is_reported_and_the_default_kept(fake_server: LiveServer) -> None:
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/v1/stream?sample_rate=12345&voice=af_sky") as ws:
+        async with connect(fake_server.ws_url + "/v1/stream?sample_rate=12345&voice=af_sky") as ws:
             error = await receive(ws)
             await send(ws, {"type": "config"})
             ack = await receive(ws)
@@ -59,7 +59,7 @@ def test_a_bad_query_parameter_is_reported_and_the_default_kept(koe_server: Live
     run(main)
 
 
-def test_limits_close_the_session_with_their_codes(serve_app: ServerFactory) -> None:
+def test_limits_close_the_session_with_their_codes(serve_fake: ServerFactory) -> None:
     async def session(live: LiveServer, frames: list[str]) -> tuple[dict[str, object], int | None]:
         async with connect(live.ws_url + "/v1/stream") as ws:
             for frame in frames:
@@ -83,12 +83,12 @@ def test_limits_close_the_session_with_their_codes(serve_app: ServerFactory) -> 
         assert (error["code"], code) == ("turn_too_long", 1008)
         assert "400" in str(error["message"])
 
-    with serve_app(max_message_bytes=2048, max_message_chars=800, max_turn_chars=400) as live:
+    with serve_fake(max_message_bytes=2048, max_message_chars=800, max_turn_chars=400) as live:
         run(lambda: main(live))
         assert_serving(live)
 
 
-def test_idle_and_expired_sessions_are_closed_with_1008(serve_app: ServerFactory) -> None:
+def test_idle_and_expired_sessions_are_closed_with_1008(serve_fake: ServerFactory) -> None:
     async def closing_error(live: LiveServer) -> tuple[object, int | None]:
         async with connect(live.ws_url + "/v1/stream") as ws:
             error = await receive(ws)  # sent by the server on its own clock: the limit
@@ -97,10 +97,10 @@ def test_idle_and_expired_sessions_are_closed_with_1008(serve_app: ServerFactory
         assert isinstance(error, dict)
         return error["code"], close_code(closed.value)
 
-    with serve_app(idle_timeout_s=0.5) as live:
+    with serve_fake(idle_timeout_s=0.5) as live:
         assert run(lambda: closing_error(live)) == ("idle_timeout", 1008)
         assert_serving(live)  # a session that speaks is not idle
-    with serve_app(max_session_s=0.5, idle_timeout_s=60.0) as live:
+    with serve_fake(max_session_s=0.5, idle_timeout_s=60.0) as live:
         assert run(lambda: closing_error(live)) == ("session_expired", 1008)
         assert httpx.get(live.http_url + "/ping").status_code == 200
         speech = httpx.post(live.http_url + "/invocations", json={"text": "Hi.", "format": "pcm"}, timeout=60)

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, KoeError, LimitError, ProtocolError
-from koe.server.protocol import (
+from koe.server.protocol import parse_message, parse_query
+from koe.wire.messages import (
     Append,
     Cancel,
     Cancelled,
@@ -29,9 +30,8 @@ from koe.server.protocol import (
     SessionOptions,
     SynthesisComplete,
     SynthesisStart,
+    TurnOptions,
     encode,
-    parse_message,
-    parse_query,
 )
 
 LIMITS = {"max_bytes": 4096, "max_chars": 100}
@@ -184,11 +184,12 @@ def test_bad_query_parameters_name_their_field(params: dict[str, str], field: st
     assert raised.value.code == "invalid_field"
 
 
-def test_options_merge_over_a_base() -> None:
-    base = SessionOptions("af_heart", 1.0, 24000, AudioFormat.PCM, "en-us")
-    assert SessionOptions(speed=1.5, lang="en-gb").merged_over(base) == SessionOptions(
+def test_options_a_client_names_apply_over_those_in_force() -> None:
+    base = TurnOptions("af_heart", 1.0, 24000, AudioFormat.PCM, "en-us")
+    assert SessionOptions(speed=1.5, lang="en-gb").over(base) == TurnOptions(
         "af_heart", 1.5, 24000, AudioFormat.PCM, "en-gb"
     )
+    assert SessionOptions().over(base) == base
 
 
 @pytest.mark.parametrize(

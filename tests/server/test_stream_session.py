@@ -1,25 +1,30 @@
-"""koe's own streaming protocol against a live server: config, append, flush, cancel, close."""
+"""koe's own streaming protocol against a live server: config, append, flush, cancel, close.
+
+The protocol runs on the scripted fake engine (milliseconds a turn); two concurrent sessions are also heard
+through the real model, where intelligible audio for each is the point."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import numpy as np
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from live_server import LiveServer
+from live_server import LiveServer, ServerFactory
 from support import Transcriber, words
+from support.fake import FakeEngine
 from ws_events import Event, audio, messages, of_type, receive, run, send, shape, until
 
 PCM_BYTES_PER_S = 24_000 * 2
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["text-frames", "binary-frames"])
-def test_a_turn_streams_segment_audio_and_flushed_in_order(koe_server: LiveServer, binary: bool) -> None:
+def test_a_turn_streams_segment_audio_and_flushed_in_order(fake_server: LiveServer, binary: bool) -> None:
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/invocations-bidirectional-stream") as ws:
+        async with connect(fake_server.ws_url + "/invocations-bidirectional-stream") as ws:
             await send(ws, {"type": "config", "voice": "af_sky"}, binary=binary)
             ack = await receive(ws)
             assert isinstance(ack, dict)
@@ -61,9 +66,9 @@ def test_a_turn_streams_segment_audio_and_flushed_in_order(koe_server: LiveServe
     run(main)
 
 
-def test_query_parameters_configure_the_session(koe_server: LiveServer) -> None:
+def test_query_parameters_configure_the_session(fake_server: LiveServer) -> None:
     async def main() -> None:
-        url = koe_server.ws_url + "/v1/stream?voice=bf_emma&speed=1.2&sample_rate=16000&format=mulaw"
+        url = fake_server.ws_url + "/v1/stream?voice=bf_emma&speed=1.2&sample_rate=16000&format=mulaw"
         async with connect(url) as ws:
             await send(ws, {"type": "config"})
             ack = await receive(ws)
@@ -86,20 +91,20 @@ def test_query_parameters_configure_the_session(koe_server: LiveServer) -> None:
     run(main)
 
 
-def test_nothing_is_sent_on_connect(koe_server: LiveServer) -> None:
+def test_nothing_is_sent_on_connect(fake_server: LiveServer) -> None:
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/v1/stream") as ws:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
             await send(ws, {"type": "flush"})  # an empty turn: the first thing back is its reply
             assert await receive(ws) == {"type": "flushed", "turn": 0, "audio_s": 0.0, "ttfa_ms": None}
 
     run(main)
 
 
-def test_token_streaming_gets_the_first_segment_before_the_flush(koe_server: LiveServer) -> None:
+def test_token_streaming_gets_the_first_segment_before_the_flush(fake_server: LiveServer) -> None:
     answer = "Sure, I can help with that. The weather today is sunny and warm."
 
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/v1/stream") as ws:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
             for token in answer.split(" "):
                 await send(ws, {"type": "append", "text": token + " "})
             first = await receive(ws)  # no flush sent yet
@@ -114,31 +119,33 @@ def test_token_streaming_gets_the_first_segment_before_the_flush(koe_server: Liv
 
 
 def test_the_first_audio_arrives_while_later_sentences_are_still_to_be_synthesized(
-    koe_server: LiveServer,
+    serve_fake: ServerFactory,
 ) -> None:
     text = "The first sentence is here. The second sentence is here. The third sentence is here."
+    later = threading.Event()  # every synthesis after the first waits for it
+    engine = FakeEngine(gate=later, gate_after=1)
 
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/v1/stream") as ws:
-            completed_before = koe_server.call(lambda: koe_server.runtime.scheduler.stats.completed)
-            await send(ws, {"type": "append", "text": text})
-            await send(ws, {"type": "flush"})
-            head = await until(ws, of_type("words"))
-            assert isinstance(await receive(ws), bytes)
-            done_at_first_audio = koe_server.call(lambda: koe_server.runtime.scheduler.stats.completed)
-            rest = await until(ws, of_type("flushed"))
+        with serve_fake(engine) as live:
+            async with connect(live.ws_url + "/v1/stream") as ws:
+                await send(ws, {"type": "append", "text": text})
+                await send(ws, {"type": "flush"})
+                head = await until(ws, of_type("words"))
+                assert isinstance(await receive(ws), bytes)  # heard while the rest cannot be synthesized
+                assert engine.calls <= 2 and not later.is_set()
+                later.set()
+                rest = await until(ws, of_type("flushed"))
         segments = [m for m in messages(head + rest) if m["type"] == "segment"]
         assert len(segments) == 3
-        assert done_at_first_audio - completed_before < len(segments)
 
     run(main)
 
 
-def test_cancel_stops_the_turn_at_once_and_the_next_turn_works(koe_server: LiveServer) -> None:
+def test_cancel_stops_the_turn_at_once_and_the_next_turn_works(fake_server: LiveServer) -> None:
     long_text = "This answer is long. " * 6
 
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/v1/stream") as ws:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
             await send(ws, {"type": "append", "text": long_text})
             await send(ws, {"type": "flush"})
             await until(ws, of_type("words"))
@@ -155,10 +162,10 @@ def test_cancel_stops_the_turn_at_once_and_the_next_turn_works(koe_server: LiveS
 
 
 def test_cancel_replies_even_with_nothing_to_cancel_and_each_reply_ends_a_turn(
-    koe_server: LiveServer,
+    fake_server: LiveServer,
 ) -> None:
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/v1/stream") as ws:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
             await send(ws, {"type": "cancel"})
             assert await receive(ws) == {"type": "cancelled", "turn": 0}
             await send(ws, {"type": "flush"})
@@ -167,9 +174,9 @@ def test_cancel_replies_even_with_nothing_to_cancel_and_each_reply_ends_a_turn(
     run(main)
 
 
-def test_close_speaks_what_is_pending_then_closes_normally(koe_server: LiveServer) -> None:
+def test_close_speaks_what_is_pending_then_closes_normally(fake_server: LiveServer) -> None:
     async def main() -> None:
-        async with connect(koe_server.ws_url + "/v1/stream") as ws:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
             await send(ws, {"type": "append", "text": "Goodbye now."})
             await send(ws, {"type": "close"})
             events = []

@@ -1,8 +1,9 @@
 """Windowed decoding in the server (``Settings.windowed``): a segment is a chain of one-window jobs whose
 audio goes out in parts, interleaved with other sessions' jobs by deadline, and cancelled within a window.
 
-The server shares the test session's model and has one worker, so that one session's long segment could
-only hold back another session's first audio if it ran as one job.
+The server runs on the scripted fake engine, which decodes in windows of a fixed size, each taking a little
+time, and has one worker, so that one session's long segment could only hold back another session's first
+audio if it ran as one job. (The real decoder's windows are tested in tests/engine/onnx.)
 """
 
 from __future__ import annotations
@@ -18,17 +19,11 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from koe.engine.base import SynthesisRequest
-from koe.engine.onnx import OnnxEngine
-from koe.engine.timing import SegmentTiming
 from koe.scheduler.queue import SchedulerStats
-from koe.speech import Speech
-from koe.text.segment import Segmenter
 from live_checks import wait_for
 from live_server import LiveServer, ServerFactory
+from support.fake import FakeEngine, fake_speech
 from ws_events import WAIT_S, Event, audio, messages, of_type, receive, run, send, shape, until
-
-pytestmark = [pytest.mark.slow]
 
 VOICE = "af_heart"
 #: 26 words and no comma: the first segment of a turn ends at a sentence end or a comma, so this is one.
@@ -36,7 +31,7 @@ LONG = (
     "Please call Stella and ask her to bring these things with her from the store because we will need "
     "them for the party on Saturday night."
 )
-#: Two segments, each long enough to be windowed (shorter ones decode whole: MIN_WINDOWED_FRAMES).
+#: Two segments, each long enough for several windows.
 TWO_SENTENCES = (
     "Please call Stella and ask her to bring these things with her. "
     "She can scoop these things into three red bags for us."
@@ -44,13 +39,16 @@ TWO_SENTENCES = (
 PCM_BYTES_PER_S = 24_000 * 2
 
 
+#: Each window takes this long on the fake engine, so a long segment spans many scheduler jobs.
+WINDOW_DELAY_S = 0.02
+
+
 @pytest.fixture(scope="module")
-def windowed_server(speech: Speech, serve_app: ServerFactory) -> Iterator[LiveServer]:
-    """A one-worker server with windowed decoding, its voice calibrated first (else the voice's first
-    windowed segments decode whole while calibration runs in the background)."""
-    assert isinstance(speech.engine, OnnxEngine) and speech.engine.streaming is not None
-    speech.engine.streaming.calibration.calibrate(speech.voices.resolve(VOICE))
-    with serve_app(windowed=True, workers=1, default_voice=VOICE) as live:
+def windowed_server(serve_fake: ServerFactory) -> Iterator[LiveServer]:
+    """A one-worker server with windowed decoding on the fake engine."""
+    with serve_fake(
+        FakeEngine(delay_s=WINDOW_DELAY_S), windowed=True, workers=1, default_voice=VOICE
+    ) as live:
         yield live
 
 
@@ -58,18 +56,9 @@ def _stats(live: LiveServer) -> SchedulerStats:
     return live.call(lambda: live.runtime.scheduler.stats)
 
 
-def _whole_samples(speech: Speech, text: str) -> int:
-    """The samples of ``text`` decoded whole, from stage A's durations (exactly the decode's length)."""
-    segmenter = Segmenter()
-    (segment,) = [*segmenter.feed(text), *segmenter.flush()]
-    assert isinstance(speech.engine, OnnxEngine) and speech.engine.streaming is not None
-    total = 0
-    for piece in speech.phonemize_words(segment.spoken_text):
-        request = SynthesisRequest(piece.phonemes, speech.voices.resolve(VOICE), 1.0)
-        timing = next(speech.engine.streaming.stream(request))
-        assert isinstance(timing, SegmentTiming)
-        total += timing.samples
-    return total
+def _whole_samples(text: str) -> int:
+    """The samples of ``text`` decoded whole."""
+    return fake_speech().synthesize(text, voice=VOICE).size
 
 
 def _wait_idle(live: LiveServer) -> SchedulerStats:
@@ -86,7 +75,7 @@ async def _first_audio(ws: ClientConnection) -> list[Event]:
 
 
 def test_a_long_segment_goes_out_in_parts_as_long_as_its_whole_decode(
-    windowed_server: LiveServer, speech: Speech
+    windowed_server: LiveServer,
 ) -> None:
     async def main() -> list[Event]:
         async with connect(windowed_server.ws_url + "/v1/stream") as ws:
@@ -102,13 +91,13 @@ def test_a_long_segment_goes_out_in_parts_as_long_as_its_whole_decode(
     assert segment["text"] == LONG
     assert len(words["words"]) == len(LONG.split())
     samples = len(audio(events)) // 2
-    assert samples == _whole_samples(speech, LONG)
+    assert samples == _whole_samples(LONG)
     assert end["duration_s"] == round(samples / 24_000, 3) == flushed["audio_s"]
     assert jobs >= 3  # G2P, stage A and the leading silence; then at least two windows
 
 
 def test_a_cancel_in_a_long_segment_stops_it_within_a_window_and_the_session_goes_on(
-    windowed_server: LiveServer, speech: Speech
+    windowed_server: LiveServer,
 ) -> None:
     async def main() -> tuple[list[Event], SchedulerStats, SchedulerStats, list[Event]]:
         async with connect(windowed_server.ws_url + "/v1/stream") as ws:
@@ -124,7 +113,7 @@ def test_a_cancel_in_a_long_segment_stops_it_within_a_window_and_the_session_goe
             return heard, at_cancel, idle, await until(ws, of_type("flushed"))
 
     heard, at_cancel, idle, after = run(main)
-    assert len(audio(heard)) // 2 < _whole_samples(speech, LONG)
+    assert len(audio(heard)) // 2 < _whole_samples(LONG)
     # nothing of the cancelled segment completed after the cancel: at most its window in progress ran
     # on and was thrown away, and no further window was queued
     assert idle.completed == at_cancel.completed

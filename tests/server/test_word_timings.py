@@ -72,9 +72,9 @@ def test_koe_turns_get_words_before_each_segments_audio(
     assert after[-2:] == ["then", "rest"] and "com" not in after
 
 
-def test_other_dialects_get_words_only_when_they_ask(koe_server: LiveServer) -> None:
+def test_other_dialects_get_words_only_when_they_ask(fake_server: LiveServer) -> None:
     async def main() -> tuple[list[Event], list[Event]]:
-        async with connect(koe_server.ws_url + "/v1/stream?words=false") as ws:
+        async with connect(fake_server.ws_url + "/v1/stream?words=false") as ws:
             await send(ws, {"type": "append", "text": "Quiet."})
             await send(ws, {"type": "flush"})
             koe_off = await until(ws, of_type("flushed"))
@@ -100,8 +100,8 @@ def _speech(server: LiveServer, **fields: Any) -> httpx.Response:
     return response
 
 
-def test_http_timestamps_return_the_audio_and_its_words_as_json(koe_server: LiveServer) -> None:
-    body = _speech(koe_server, response_format="pcm").json()
+def test_http_timestamps_return_the_audio_and_its_words_as_json(fake_server: LiveServer) -> None:
+    body = _speech(fake_server, response_format="pcm").json()
     assert body["content_type"] == "audio/pcm"
     pcm = base64.b64decode(body["audio"])
     assert body["duration_s"] == pytest.approx(len(pcm) / PCM_BYTES_PER_S, abs=1e-3)
@@ -109,8 +109,8 @@ def test_http_timestamps_return_the_audio_and_its_words_as_json(koe_server: Live
     assert [w["word"] for w in body["words"]] == WRITTEN
 
 
-def test_http_timestamps_over_sse_put_words_before_their_audio(koe_server: LiveServer) -> None:
-    text = _speech(koe_server, response_format="pcm", stream_format="sse").text
+def test_http_timestamps_over_sse_put_words_before_their_audio(fake_server: LiveServer) -> None:
+    text = _speech(fake_server, response_format="pcm", stream_format="sse").text
     events = [
         json.loads(line.removeprefix("data: ")) for line in text.splitlines() if line.startswith("data: ")
     ]
@@ -123,8 +123,8 @@ def test_http_timestamps_over_sse_put_words_before_their_audio(koe_server: LiveS
     assert [w["word"] for w in found] == WRITTEN
 
 
-def test_the_timestamps_field_must_be_a_boolean(koe_server: LiveServer) -> None:
+def test_the_timestamps_field_must_be_a_boolean(fake_server: LiveServer) -> None:
     body = {"model": "kokoro", "voice": "af_heart", "input": "Hi.", "timestamps": "yes"}
-    response = httpx.post(koe_server.http_url + "/v1/audio/speech", json=body, timeout=120)
+    response = httpx.post(fake_server.http_url + "/v1/audio/speech", json=body, timeout=120)
     assert response.status_code == 400
     assert "timestamps must be true or false" in response.json()["error"]["message"]

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from koe.client.messages import decode
 from koe.engine.timing import WordTiming
 from koe.errors import ConfigError, ProtocolError
-from koe.server.protocol import Configure, SessionOptions, Words, encode, parse_message, parse_query
-from koe.server.words import SpokenWord, written_words
+from koe.pipeline.words import SpokenWord, written_words
+from koe.server.protocol import parse_message, parse_query
 from koe.text.segment import Segment, Segmenter
+from koe.wire.messages import Configure, SessionOptions, Words, encode
 
 WORD_S = 0.3  # a made-up duration per spoken word: what matters here is the text side
 
@@ -37,7 +38,7 @@ def test_markdown_and_urls_map_to_the_written_words() -> None:
     text = "Read **the guide** at https://example.com/docs today. Mail bob@example.org, thanks!"
     turn: list[SpokenWord] = []
     for segment in _segments(text):
-        turn += written_words(segment, _timed(segment), offset_s=0.0)
+        turn += written_words(segment, _timed(segment))
     assert [w.word for w in turn] == [
         "Read", "the", "guide", "at", "https://example.com/docs", "today",
         "Mail", "bob@example.org", "thanks",
@@ -47,12 +48,12 @@ def test_markdown_and_urls_map_to_the_written_words() -> None:
     assert (url.start_s, url.end_s) == (4 * WORD_S, 7 * WORD_S)  # "example dot com": three spoken words
 
 
-def test_a_dates_spoken_words_merge_into_the_date_and_offsets_add() -> None:
+def test_a_dates_spoken_words_merge_into_the_date_and_shifts_add() -> None:
     (segment,) = _segments("It opens on 2024-01-05.")
-    words = written_words(segment, _timed(segment), offset_s=1.5)
+    words = written_words(segment, _timed(segment))
     assert [w.word for w in words] == ["It", "opens", "on", "2024-01-05"]
-    assert words[0].start_s == 1.5
-    assert words[-1].end_s == pytest.approx(1.5 + 6 * WORD_S)  # January 5th, 2024
+    assert words[0].start_s == 0.0
+    assert words[-1].end_s == pytest.approx(6 * WORD_S)  # January 5th, 2024
     assert words[-1].shifted(2.0).start_s == pytest.approx(words[-1].start_s + 2.0)
 
 
@@ -64,7 +65,7 @@ def test_a_dates_spoken_words_merge_into_the_date_and_offsets_add() -> None:
 def test_written_words_are_monotonic_in_time_and_text(tokens: list[str]) -> None:
     text = " ".join(tokens) + "."
     for segment in _segments(text):
-        words = written_words(segment, _timed(segment), offset_s=0.0)
+        words = written_words(segment, _timed(segment))
         for before, after in itertools.pairwise(words):
             assert before.end_s <= after.start_s and before.source_span[1] <= after.source_span[0]
         for w in words:

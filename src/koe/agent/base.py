@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from koe.errors import ConfigError
-from koe.server.words import SpokenWord
+from koe.pipeline.words import SpokenWord
 
 Role = Literal["system", "user", "assistant"]
 

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from koe.server.words import SpokenWord
+from koe.pipeline.words import SpokenWord
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,7 @@ class AgentOptions:
 
 
 @dataclass(eq=False, slots=True)
-class Turn:
+class AgentTurn:
     """One question and its answer while it is being spoken; dropped when the next turn starts."""
 
     number: int
@@ -124,12 +124,12 @@ class AgentSession:
         self._open_speaker = open_speaker
         self._speaker: SpeakerSession | None = None
         self._turns = 0
-        self._current: Turn | None = None
+        self._current: AgentTurn | None = None
         self._last_task: asyncio.Task[None] | None = None  # the latest turn's task, until it has cleaned up
 
     async def start(
         self, prompt: str, source: LLMSource, *, voice: str | None = None, speed: float = 1.0
-    ) -> Turn:
+    ) -> AgentTurn:
         """Begin a turn (interrupting the one being spoken) and return it; read it with :meth:`events`.
 
         Raises:
@@ -143,7 +143,7 @@ class AgentSession:
                 code="text_too_long",
             )
         await self.interrupt()
-        turn = Turn(
+        turn = AgentTurn(
             self._turns,
             prompt,
             source,
@@ -158,7 +158,7 @@ class AgentSession:
         self._last_task = turn.task
         return turn
 
-    async def events(self, turn: Turn) -> AsyncIterator[AgentEvent]:
+    async def events(self, turn: AgentTurn) -> AsyncIterator[AgentEvent]:
         """The turn's events up to its ``done``. Closing this early (the client left) interrupts the turn."""
         try:
             while not turn.delivered:
@@ -219,7 +219,7 @@ class AgentSession:
 
     # --- the turn's task ---------------------------------------------------------------------------------
 
-    async def _run(self, turn: Turn, messages: list[Message]) -> None:
+    async def _run(self, turn: AgentTurn, messages: list[Message]) -> None:
         await turn.events.put(TurnStarted(turn.number, self.id, turn.source.label, turn.source.simulated))
         try:
             if self._speaker is None:
@@ -236,10 +236,15 @@ class AgentSession:
             assert isinstance(first, KoeError)  # except* KoeError holds only KoeErrors
             logger.info("agent session %s turn %d: %s: %s", self.id, turn.number, first.code, first.message)
             await turn.events.put(TurnError(turn.number, first.code, first.message))
+        except* Exception as group:  # a bug: the client is told, the turn still ends with ``done``
+            logger.error(
+                "agent session %s turn %d failed", self.id, turn.number, exc_info=group.exceptions[0]
+            )
+            await turn.events.put(TurnError(turn.number, "internal_error", "the agent failed; see its log"))
         self._commit(turn, turn.answer)
         await turn.events.put(turn.done_event(turn.answer, interrupted=False))
 
-    async def _write(self, turn: Turn, messages: list[Message], tts: SpeakerTurn) -> None:
+    async def _write(self, turn: AgentTurn, messages: list[Message], tts: SpeakerTurn) -> None:
         """LLM deltas → the TTS turn and the client. If the LLM fails, what it wrote is still spoken."""
         deltas = turn.source.stream(messages)
         async with aclosing(deltas):  # closing it is what stops the LLM
@@ -270,7 +275,7 @@ class AgentSession:
         turn.text_done = time.monotonic()
         await tts.finish()
 
-    async def _speak(self, turn: Turn, tts: SpeakerTurn) -> None:
+    async def _speak(self, turn: AgentTurn, tts: SpeakerTurn) -> None:
         """The TTS turn's segments → the client, in order; a segment that fails is reported and skipped."""
         while True:
             try:
@@ -296,7 +301,7 @@ class AgentSession:
             )
             await turn.events.put(AudioReady(turn.number, spoken.index, spoken.sample_rate, spoken.pcm))
 
-    def _commit(self, turn: Turn, kept: str) -> None:
+    def _commit(self, turn: AgentTurn, kept: str) -> None:
         """Put the turn's exchange in the history (replacing its earlier version); nothing if unheard.
 
         A user question whose answer was never heard is dropped with it: some providers (Bedrock) require

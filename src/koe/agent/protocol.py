@@ -7,16 +7,14 @@ replay simulation at ``tokens_per_s``, for hearing pure TTS streaming); ``interr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from koe.agent.replay import DEFAULT_FIRST_TOKEN_DELAY_S, DEFAULT_TOKENS_PER_S, ReplayPace
-from koe.errors import ConfigError, LimitError, ProtocolError
-from koe.params import validate_speed
+from koe.errors import ConfigError, ProtocolError
+from koe.wire.fields import speed_field, voice_field
+from koe.wire.json import parse_object
 
-#: Longest voice spec accepted (names, weights and '+' of a blend).
-MAX_VOICE_CHARS = 200
 #: The longest session id a client may choose.
 MAX_SESSION_ID_CHARS = 128
 
@@ -52,7 +50,7 @@ def parse_message(data: str | bytes, *, max_bytes: int) -> ClientMessage:
         LimitError: the frame is over ``max_bytes``. ProtocolError: not a JSON object of a known type.
         ConfigError: a field has a bad value (``invalid_field``, naming it).
     """
-    obj = _json_object(data, max_bytes)
+    obj = parse_object(data, max_bytes=max_bytes)
     kind = obj.get("type")
     if kind == "interrupt":
         heard = obj.get("heard_segments")
@@ -73,7 +71,7 @@ def parse_invocation(body: bytes, *, max_bytes: int) -> tuple[TurnRequest, str |
     Raises:
         as :func:`parse_message`.
     """
-    obj = _json_object(body, max_bytes)
+    obj = parse_object(body, max_bytes=max_bytes, what="body")
     if ("prompt" in obj) == ("read" in obj):
         raise ProtocolError("expected exactly one of prompt (ask the LLM) or read (text to read aloud)")
     request = _turn_request({**obj, "text": obj.get("read")} if "read" in obj else obj, read="read" in obj)
@@ -96,38 +94,13 @@ def session_id(value: object) -> str | None:
     return value
 
 
-def _json_object(data: str | bytes, max_bytes: int) -> dict[str, Any]:
-    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
-    if size > max_bytes:
-        raise LimitError(
-            f"message of {size} bytes is over the limit of {max_bytes}", code="message_too_large"
-        )
-    try:
-        obj = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(f"expected a UTF-8 JSON object: {exc}", code="invalid_json") from exc
-    if not isinstance(obj, dict):
-        raise ProtocolError(f"expected a JSON object, got {type(obj).__name__}")
-    return obj
-
-
 def _turn_request(obj: dict[str, Any], *, read: bool) -> TurnRequest:
     field = "text" if read else "prompt"
     text = obj.get(field)
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"{field} must be a non-empty string", code="invalid_field")
-    voice = obj.get("voice")
-    if voice is not None and (
-        not isinstance(voice, str) or not voice.strip() or len(voice) > MAX_VOICE_CHARS
-    ):
-        raise ConfigError(
-            f"voice must be a voice name or blend of at most {MAX_VOICE_CHARS} characters",
-            code="invalid_field",
-        )
-    try:
-        speed = 1.0 if obj.get("speed") is None else validate_speed(obj["speed"])
-    except ConfigError as exc:
-        raise ConfigError(exc.message, code="invalid_field") from exc
+    voice = None if obj.get("voice") is None else voice_field(obj["voice"])
+    speed = 1.0 if obj.get("speed") is None else speed_field(obj["speed"])
     if not read:
         return Ask(text, voice, speed)
     pace = ReplayPace(

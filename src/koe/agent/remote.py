@@ -14,9 +14,9 @@ from urllib.parse import urlsplit, urlunsplit
 from koe.agent.base import Spoken
 from koe.client.websocket import StreamClient, stream_url
 from koe.errors import KoeError, OverloadedError, ProtocolError, SynthesisError, UpstreamError
-from koe.server.protocol import Cancelled, ConfigAck, Error, Flushed, SegmentEnd, SegmentStart, Words
-from koe.server.words import SpokenWord
+from koe.pipeline.words import SpokenWord
 from koe.types import SAMPLE_RATE
+from koe.wire.messages import Cancelled, ConfigAck, Error, Flushed, SegmentEnd, SegmentStart, Words
 
 logger = logging.getLogger(__name__)
 

@@ -6,51 +6,45 @@
 * ``WS /ws`` — the browser's session: JSON requests in, JSON events and binary PCM16 frames out.
 * ``GET /info`` — what the page needs: the LLM in use (or how to enable one), voices, sample rate.
 
-``koe serve`` mounts these under ``/agent`` beside the TTS routes and serves the page at ``/``;
-``koe agent`` serves them at the root as well, as AgentCore expects.
+``koe serve`` mounts these under ``/agent`` beside the TTS routes and serves the page at ``/``
+(:mod:`koe.app`); ``koe agent`` serves them at the root as well, as AgentCore expects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import cast
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
-from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket, WebSocketClose, WebSocketDisconnect, WebSocketDisconnected
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 
 from koe.agent.base import LLMSource
-from koe.agent.config import HOW_TO_ENABLE, LLMConfig
+from koe.agent.config import HOW_TO_ENABLE
 from koe.agent.events import AgentEvent, SessionOpened, TurnError, to_frames, to_sse
-from koe.agent.pipeline import AgentSession, Turn
+from koe.agent.pipeline import AgentSession, AgentTurn
 from koe.agent.protocol import Ask, Interrupt, TurnRequest, parse_invocation, parse_message
 from koe.agent.replay import ReplaySource
 from koe.agent.service import VoiceAgent
 from koe.errors import KoeError, LimitError, OverloadedError
-from koe.server.errors import (
+from koe.types import SAMPLE_RATE
+from koe.web import page
+from koe.wire.body import read_body
+from koe.wire.errors import (
     WS_POLICY_VIOLATION,
     WS_TRY_AGAIN_LATER,
     error_body,
     retry_after_header,
     route_of,
 )
-from koe.server.http import read_body
-from koe.server.runtime import Runtime
-from koe.types import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
 
-#: The page's files ship inside the package (package data), so a wheel install serves them too.
-WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 #: AgentCore passes the conversation's id in this header.
 AGENTCORE_SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 #: Browser sessions at once; more are refused with 1013.
@@ -189,7 +183,7 @@ class AgentEndpoints:
                 forwarder.cancel()
             self._close_later(session.aclose())
 
-    async def _start(self, session: AgentSession, request: TurnRequest) -> Turn:
+    async def _start(self, session: AgentSession, request: TurnRequest) -> AgentTurn:
         source: LLMSource
         if isinstance(request, Ask):
             source, text = await self.agent.llm(), request.prompt
@@ -221,49 +215,6 @@ async def _refuse(websocket: WebSocket, error: KoeError, code: int) -> None:
         await websocket.close(code)
     except (WebSocketDisconnect, WebSocketDisconnected):
         pass  # already gone: nothing left to tell it
-
-
-class _Page:
-    """The page's static files for HTTP; a WebSocket to a path nobody serves is closed, as Starlette does."""
-
-    def __init__(self) -> None:
-        self._files = StaticFiles(directory=WEB_DIR, html=True)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            await self._files(scope, receive, send)
-        else:
-            await WebSocketClose()(scope, receive, send)
-
-
-def page() -> Mount:
-    """The browser page at ``/`` (``index.html``, ES modules, the AudioWorklet); mount it last."""
-    return Mount("/", app=_Page(), name="page")
-
-
-@dataclass(frozen=True, slots=True)
-class AgentMount:
-    """What ``create_app`` adds: the agent's routes under ``/agent``, the page, and their clean-up."""
-
-    routes: list[BaseRoute]
-    aclose: Callable[[], Awaitable[None]]
-
-
-def mount_agent(runtime: Runtime, llm: LLMConfig | None = None) -> AgentMount:
-    """The agent of ``koe serve``, speaking through the server's own runtime (engine and scheduler).
-
-    Raises:
-        ConfigError: the ``KOE_LLM*`` variables are invalid.
-    """
-    from koe.agent.inprocess import InProcessSpeaker
-
-    config = llm or LLMConfig.from_env()
-    if config.kind == "none":
-        logger.warning("agent: %s; the page's read-aloud mode works without one", HOW_TO_ENABLE)
-    else:
-        logger.info("agent LLM: %s", config.describe())
-    endpoints = AgentEndpoints(VoiceAgent(InProcessSpeaker(runtime), config))
-    return AgentMount([Mount("/agent", routes=endpoints.routes()), page()], endpoints.aclose)
 
 
 def create_agent_app(agent: VoiceAgent) -> Starlette:

@@ -17,7 +17,7 @@ from typing import Any
 
 from koe.client.websocket import StreamClient, stream_url
 from koe.errors import UpstreamError
-from koe.server.protocol import Cancelled, Error
+from koe.wire.messages import Cancelled, Error
 
 #: The cancel comes this long after the first audio, drawn uniformly (seeded): early and mid-segment.
 CANCEL_DELAY_S = (0.05, 1.5)

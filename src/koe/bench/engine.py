@@ -24,7 +24,7 @@ from koe.bench.soak import rss_bytes
 from koe.bench.stats import fit_line
 from koe.engine.assets import install_voices, packaged_model_bytes
 from koe.engine.base import SynthesisRequest
-from koe.engine.onnx import OnnxEngine, OnnxOptions
+from koe.engine.onnx.engine import OnnxEngine, OnnxOptions
 from koe.engine.vocab import count_tokens
 from koe.engine.voices import ENGLISH_VOICES, VoiceBank
 from koe.g2p.misaki import MisakiG2P

@@ -32,11 +32,11 @@ from koe.bench.config import ANSWER, BenchConfig
 from koe.bench.stats import Summary, summarize, worst_case
 from koe.bench.target import in_process_server, wait_ready
 from koe.bench.turns import STRATEGIES, TURNS, TurnTrace, koe_turn
+from koe.engine.assets import locate
 from koe.engine.base import SynthesisRequest
 from koe.errors import ConfigError
-from koe.server.segment_job import window_decoder
+from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
-from koe.speech import Speech, SpeechOptions, resolve_source
 
 SCHEMA = "koe-bench/1"
 #: The issue's targets for this machine.
@@ -250,11 +250,10 @@ async def _serve_and_measure(
 def _windowed_server(config: BenchConfig, settings: Settings, speech: Speech) -> Iterator[str | None]:
     """A second in-process server with windowed decoding, its voice calibrated first; ``None`` for a remote
     target or an engine that cannot window."""
-    decoder = window_decoder(speech)
-    if config.url is not None or decoder is None:
+    if config.url is not None or not speech.engine.capabilities.windowed:
         yield None
         return
-    decoder.calibration.calibrate(speech.voices.resolve(config.voice))
+    speech.engine.prepare(speech.voices.resolve(config.voice))
     with in_process_server(replace(settings, windowed=True), speech) as url:
         yield url
 
@@ -313,16 +312,11 @@ def run(config: BenchConfig, command: str) -> tuple[dict[str, Any], dict[str, Tu
         "rss_mb": {},
     }
     # the model the server would load (KOE_MODEL_DIR / KOE_DOWNLOAD as for `koe serve`), shared with the peer
-    options = SpeechOptions(
-        model_dir=settings.model_dir,
-        download=settings.download,
-        threads=settings.threads_per_worker,
-        warmup=False,
-    )
+    options = SpeechOptions.from_settings(settings, warmup=False)
     speech = Speech.load(options)
     report["rss_mb"]["koe_loaded"] = engine.rss_mb()
     with tempfile.TemporaryDirectory(prefix="koe-bench-") as workdir:
-        model = resolve_source(options).model_bytes()
+        model = locate("onnx", options.model_dir, options.download, list(options.voices)).model_bytes()
         kokoro = peer.load_kokoro_onnx(model, speech.voices, Path(workdir))
         report["rss_mb"]["with_kokoro_onnx"] = engine.rss_mb()
         traces = asyncio.run(_serve_and_measure(config, settings, speech, kokoro, report))

@@ -13,11 +13,11 @@ from contextlib import contextmanager
 
 import httpx
 
+from koe.app import create_app
 from koe.errors import UpstreamError
-from koe.server.app import create_app
+from koe.pipeline.speech import Speech
 from koe.server.background import serve_in_background
 from koe.settings import Settings
-from koe.speech import Speech
 
 #: Model warm-up on a loaded 2-core machine takes seconds; this is never reached when healthy.
 READY_TIMEOUT_S = 300.0

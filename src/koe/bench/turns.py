@@ -26,8 +26,8 @@ from koe.agent.replay import ReplayPace, ReplaySource
 from koe.bench.stats import Chunk, Playback, simulate_playback
 from koe.client.websocket import StreamClient, stream_url
 from koe.errors import UpstreamError
-from koe.server.protocol import Error, Flushed, SegmentStart, SynthesisComplete
 from koe.types import SAMPLE_RATE
+from koe.wire.messages import Error, Flushed, SegmentStart, SynthesisComplete
 
 #: The AWS sample's own sentence split.
 AWS_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")

@@ -12,7 +12,8 @@ from dataclasses import fields
 from typing import Any
 
 from koe.errors import ProtocolError
-from koe.server.protocol import (
+from koe.pipeline.words import SpokenWord
+from koe.wire.messages import (
     Append,
     Cancel,
     Cancelled,
@@ -31,7 +32,6 @@ from koe.server.protocol import (
     SynthesisStart,
     Words,
 )
-from koe.server.words import SpokenWord
 
 #: The koe dialect's replies a client of ``append``/``flush``/``cancel`` can receive.
 _TYPES: dict[str, type[Any]] = {

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from koe.client.messages import decode, encode_request
 from koe.errors import UpstreamError
-from koe.server.protocol import (
+from koe.wire.messages import (
     Append,
     Cancel,
     Cancelled,

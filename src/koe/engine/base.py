@@ -1,27 +1,83 @@
 """The engine interface every backend implements: phonemes + style + speed → 24 kHz float32 audio.
 
 The engine is language-blind (it never sees text); G2P and chunking happen upstream in :mod:`koe.g2p`.
+What a backend can do beyond whole utterances — time its tokens, decode window by window, share one pass
+among several utterances — is stated in its :class:`Capabilities`, so callers ask, never test its type.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
+from koe.engine.timing import SegmentTiming
 from koe.types import Audio, StyleTable
 
-#: The model's context: 512 positions, two of them the padding tokens around the phonemes.
-MAX_PHONEME_TOKENS = 510
+#: Seconds of audio the listener has queued and not yet played, including every chunk already produced.
+BufferedAudio = Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
 class SynthesisRequest:
-    """One utterance for the engine. ``phonemes`` holds at most :data:`MAX_PHONEME_TOKENS` symbols."""
+    """One utterance for the engine; ``phonemes`` holds at most ``vocab.MAX_PHONEME_TOKENS`` symbols."""
 
     phonemes: str
     style: StyleTable
     speed: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a loaded backend offers beyond :meth:`Engine.synthesize`.
+
+    Attributes:
+        word_timings: its streams start with a :class:`SegmentTiming` (per-token durations).
+        windowed: ``stream(windowed=True)`` decodes window by window (else it decodes whole).
+        max_batch: utterances one :meth:`Engine.synthesize_batch` call can share a pass for (1: none).
+    """
+
+    word_timings: bool = False
+    windowed: bool = False
+    max_batch: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AudioChunk:
+    """Samples ``[start, start + len(audio))`` of the utterance's audio (24 kHz float32)."""
+
+    audio: Audio
+    start: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.audio.size
+
+
+StreamEvent = SegmentTiming | AudioChunk
+
+
+class UtteranceStream(Protocol):
+    """One utterance in progress: each ``next()`` does one bounded piece of work and returns its event —
+    the timing first (where the backend has it), then audio chunks that concatenate to the utterance.
+    Setting the stream's cancel event ends it before its next step. ``next()`` may be called from any
+    thread, but not concurrently."""
+
+    @property
+    def done(self) -> bool:
+        """No audio is left to decode (or the utterance is empty)."""
+        ...
+
+    def next_cost_s(self) -> float:
+        """Predicted seconds of work of the next ``next()`` (for schedulers)."""
+        ...
+
+    def __iter__(self) -> Iterator[StreamEvent]: ...
+
+    def __next__(self) -> StreamEvent: ...
 
 
 class Engine(Protocol):
@@ -29,11 +85,72 @@ class Engine(Protocol):
 
     name: str
     sample_rate: int
+    capabilities: Capabilities
 
     def synthesize(self, request: SynthesisRequest) -> Audio:
         """Synthesize one utterance. Raises ``SynthesisError`` for phonemes the model cannot take."""
         ...
 
     def synthesize_batch(self, requests: Sequence[SynthesisRequest]) -> list[Audio]:
-        """Synthesize several utterances; backends that batch on an accelerator do it in one pass."""
+        """Synthesize several utterances, each as :meth:`synthesize` would; in one pass where
+        ``capabilities.max_batch`` allows."""
         ...
+
+    def prepare(self, style: StyleTable) -> None:
+        """Do now, blocking, the one-off work a voice needs before it streams at its best (the ONNX
+        engine's windowed-decoding calibration); otherwise it happens in the background on first use."""
+        ...
+
+    def stream(
+        self,
+        request: SynthesisRequest,
+        *,
+        windowed: bool = False,
+        buffered_s: BufferedAudio | None = None,
+        cancel: threading.Event | None = None,
+    ) -> UtteranceStream:
+        """The utterance as a stream (see :class:`UtteranceStream`). ``windowed`` asks for window-by-window
+        decoding, sized by ``buffered_s`` (required then); a backend without it decodes whole. Raises
+        ``SynthesisError`` for phonemes the model cannot take, at once."""
+        ...
+
+
+class WholeStream:
+    """An utterance decoded in one step: its timing (when ``timing`` is given), then all of its audio.
+
+    For backends, or paths of a backend, that cannot decode in windows. Its one decoding step is priced by
+    the caller's own model of a whole utterance, so :meth:`next_cost_s` has nothing to add.
+    """
+
+    def __init__(
+        self,
+        decode: Callable[[], Audio],
+        cancel: threading.Event | None = None,
+        timing: Callable[[], SegmentTiming] | None = None,
+    ) -> None:
+        self._decode = decode
+        self._cancel = cancel
+        self._timing = timing
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def next_cost_s(self) -> float:
+        return 0.0
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        if self._done or (self._cancel is not None and self._cancel.is_set()):
+            raise StopIteration
+        if self._timing is not None:
+            timing, self._timing = self._timing(), None
+            return timing
+        self._done = True
+        audio = self._decode()
+        if not audio.size:
+            raise StopIteration
+        return AudioChunk(np.ascontiguousarray(audio, dtype=np.float32), 0)

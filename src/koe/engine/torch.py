@@ -17,6 +17,7 @@ import hashlib
 import io
 import logging
 import pickle
+import threading
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +29,7 @@ import torch
 from kokoro.model import KModel
 
 from koe.engine.assets import cache_dir
-from koe.engine.base import SynthesisRequest
+from koe.engine.base import BufferedAudio, Capabilities, SynthesisRequest, UtteranceStream, WholeStream
 from koe.engine.vocab import kokoro_config, tokenize
 from koe.errors import AssetError, ConfigError, SynthesisError
 from koe.types import SAMPLE_RATE, Audio, StyleTable
@@ -184,6 +185,7 @@ class TorchEngine:
             torch.set_num_threads(options.threads)
         self.device = choose_device(options.device)
         self._model = model.to(self.device).eval()
+        self.capabilities = Capabilities(max_batch=self._max_batch)
         logger.info("torch engine on %s, text batches of up to %d", self.device, self._max_batch)
 
     @classmethod
@@ -196,6 +198,21 @@ class TorchEngine:
 
     def synthesize(self, request: SynthesisRequest) -> Audio:
         return self.synthesize_batch([request])[0]
+
+    def prepare(self, style: StyleTable) -> None:
+        """Nothing to prepare: this backend decodes whole utterances."""
+
+    def stream(
+        self,
+        request: SynthesisRequest,
+        *,
+        windowed: bool = False,
+        buffered_s: BufferedAudio | None = None,
+        cancel: threading.Event | None = None,
+    ) -> UtteranceStream:
+        """The whole utterance in one step (this backend has no windowed decoder)."""
+        tokenize(request.phonemes)  # refuse an over-long utterance now
+        return WholeStream(lambda: self.synthesize(request), cancel)
 
     def synthesize_batch(
         self, requests: Sequence[SynthesisRequest], is_cancelled: CancelCheck | None = None

@@ -6,8 +6,10 @@ import json
 from functools import cache
 from importlib.resources import files
 
-from koe.engine.base import MAX_PHONEME_TOKENS
 from koe.errors import SynthesisError
+
+#: The model's context: 512 positions, two of them the padding tokens around the phonemes.
+MAX_PHONEME_TOKENS = 510
 
 
 @cache

@@ -6,8 +6,7 @@ instead, preferring a cut after punctuation, then at any space.
 
 from __future__ import annotations
 
-from koe.engine.base import MAX_PHONEME_TOKENS
-from koe.engine.vocab import count_tokens
+from koe.engine.vocab import MAX_PHONEME_TOKENS, count_tokens
 
 _CLAUSE_END = ".!?;:,—…"
 

@@ -14,7 +14,6 @@ import hmac
 import ipaddress
 import logging
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from starlette.datastructures import Headers, QueryParams
 from starlette.middleware import Middleware
@@ -24,10 +23,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 
 from koe.errors import KoeError
-from koe.server.errors import route_of
 from koe.server.http import koe_error, runtime_of
-from koe.server.protocol import Error, encode
 from koe.settings import Settings
+from koe.wire.errors import route_of
+from koe.wire.messages import Error, encode
 
 logger = logging.getLogger(__name__)
 
@@ -38,12 +37,6 @@ QUERY_KEY = "api_key"
 #: Headers a page of another origin may send and read (CORS).
 _CORS_REQUEST_HEADERS = ("Authorization", "Content-Type", "X-Api-Key")
 _CORS_RESPONSE_HEADERS = ("Retry-After", "X-Audio-Duration", "X-Inference-Time-Ms", "X-RTF")
-
-
-def static_paths(directory: Path) -> frozenset[str]:
-    """The URL paths of a static folder mounted at ``/``: ``/`` itself and each file in it."""
-    files = (p for p in directory.rglob("*") if p.is_file())
-    return frozenset({"/", *("/" + p.relative_to(directory).as_posix() for p in files)})
 
 
 def _presented_keys(scope: Scope) -> Iterator[bytes]:

@@ -1,25 +1,26 @@
-"""``create_app``: the Starlette app with every route, its lifespan, and the WebSocket endpoint."""
+"""The TTS server's Starlette app: every route, its lifespan, and the WebSocket endpoint.
+
+It knows nothing of what else shares the process: the composition root (:mod:`koe.app`) hands it the extra
+routes (the voice agent, the page), the paths that need no key, and what to close on shutdown.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from koe.agent.routes import WEB_DIR, mount_agent
 from koe.errors import KoeError
 from koe.server import http
-from koe.server.access import HEALTH_PATHS, access_middleware, static_paths
-from koe.server.errors import WS_INTERNAL_ERROR, route_of
-from koe.server.protocol import Error, encode
+from koe.server.access import HEALTH_PATHS, access_middleware
 from koe.server.runtime import Runtime
 from koe.server.session import SOCKET_GONE, Session
-from koe.settings import Settings
-from koe.speech import Speech
+from koe.wire.errors import WS_INTERNAL_ERROR, route_of
+from koe.wire.messages import Error, encode
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +33,8 @@ async def stream_endpoint(websocket: WebSocket) -> None:
     runtime = http.runtime_of(websocket)
     await websocket.accept()
     try:
-        with runtime.admitted("ws") as loaded:
-            await Session(websocket, runtime, loaded, websocket.query_params).run()
+        with runtime.admitted("ws") as synthesizer:
+            await Session(websocket, runtime, synthesizer, websocket.query_params).run()
     except KoeError as exc:  # refused: not ready, shutting down, too many sessions
         runtime.metrics.errors.labels(exc.code).inc()
         logger.info("WebSocket %s refused: %s: %s", websocket.url.path, exc.code, exc.message)
@@ -71,20 +72,25 @@ def routes() -> list[BaseRoute]:
     ]
 
 
-def create_app(settings: Settings | None = None, speech: Speech | None = None) -> Starlette:
-    """The koe ASGI app.
+def create_server_app(
+    runtime: Runtime,
+    *,
+    extra_routes: Sequence[BaseRoute] = (),
+    open_paths: Iterable[str] = (),
+    on_close: Callable[[], Awaitable[None]] | None = None,
+) -> Starlette:
+    """The TTS server around ``runtime``.
 
     Args:
-        settings: limits and options (default: from ``KOE_*`` environment variables).
-        speech: an already loaded model to share (tests, the agent); loaded in the background if absent.
+        runtime: settings, metrics, admission and the model (loaded in the background by the lifespan:
+            ``/ping`` answers 503 until it is loaded and warmed up, then 200).
+        extra_routes: mounted after the TTS routes (the agent, the page).
+        open_paths: paths that need no key besides the health checks (the page's static files).
+        on_close: awaited on shutdown before the scheduler drains.
 
-    The model loads after the server starts listening: ``/ping`` answers 503 until it is loaded and
-    warmed up, then 200. On shutdown the scheduler refuses new work and drains for a bounded time.
-    With ``api_key`` set, every route but the health checks and the page's files needs the key; with
-    ``cors_origins`` set, pages of those origins may call the HTTP routes (``koe.server.access``).
+    With ``api_key`` set every other route needs the key; with ``cors_origins`` set, pages of those
+    origins may call the HTTP routes (:mod:`koe.server.access`).
     """
-    runtime = Runtime(settings or Settings.from_env(), speech)
-    agent = mount_agent(runtime)  # the voice agent under /agent and the page at / (docs/agent.md)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -92,14 +98,15 @@ def create_app(settings: Settings | None = None, speech: Speech | None = None) -
         try:
             yield
         finally:
-            await agent.aclose()
+            if on_close is not None:
+                await on_close()
             await runtime.aclose()
 
     app = Starlette(
-        routes=[*routes(), *agent.routes],
+        routes=[*routes(), *extra_routes],
         lifespan=lifespan,
         exception_handlers={KoeError: http.koe_error, Exception: http.internal_error},
-        middleware=access_middleware(runtime.settings, HEALTH_PATHS | static_paths(WEB_DIR)),
+        middleware=access_middleware(runtime.settings, HEALTH_PATHS | frozenset(open_paths)),
     )
     app.state.runtime = runtime
     return app

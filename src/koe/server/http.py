@@ -9,11 +9,12 @@ from typing import cast
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
-from koe.errors import KoeError, LimitError
-from koe.server.errors import error_body, openai_error_body, retry_after_header, route_of
+from koe.errors import KoeError
 from koe.server.requests import OPENAI_MODELS, OPENAI_VOICES, parse_invocation, parse_openai_speech
+from koe.server.responses import respond
 from koe.server.runtime import Runtime
-from koe.server.speak import respond
+from koe.wire.body import read_body
+from koe.wire.errors import error_body, openai_error_body, retry_after_header, route_of
 
 logger = logging.getLogger(__name__)
 
@@ -23,19 +24,6 @@ _OPENAI_PREFIX = "/v1/"
 
 def runtime_of(connection: HTTPConnection) -> Runtime:
     return cast(Runtime, connection.app.state.runtime)
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refused as soon as it passes ``limit`` bytes (never buffered beyond it)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise LimitError(f"body of {declared} bytes is over the limit of {limit}", code="body_too_large")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise LimitError(f"body is over the limit of {limit} bytes", code="body_too_large")
-    return bytes(body)
 
 
 async def koe_error(request: Request, exc: Exception) -> Response:
@@ -67,7 +55,7 @@ async def ping(request: Request) -> Response:
 async def invocations(request: Request) -> Response:
     runtime = runtime_of(request)
     received_at = time.monotonic()
-    runtime.loaded()  # not ready: 503 before reading a body
+    runtime.synthesizer()  # not ready: 503 before reading a body
     settings = runtime.settings
     parsed = parse_invocation(
         await read_body(request, settings.max_body_bytes),
@@ -83,7 +71,7 @@ async def invocations(request: Request) -> Response:
 async def openai_speech(request: Request) -> Response:
     runtime = runtime_of(request)
     received_at = time.monotonic()
-    runtime.loaded()
+    runtime.synthesizer()
     settings = runtime.settings
     parsed = parse_openai_speech(
         await read_body(request, settings.max_body_bytes),
@@ -100,7 +88,7 @@ async def openai_models(request: Request) -> Response:
 
 async def openai_voices(request: Request) -> Response:
     """Every Kokoro voice, and the OpenAI names mapped onto them."""
-    speech = runtime_of(request).loaded().speech
+    speech = runtime_of(request).synthesizer().speech
     voices = [
         {"id": v.name, "name": v.name, "lang": v.lang, "gender": v.gender} for v in speech.voices.info()
     ]

@@ -75,12 +75,16 @@ class Metrics:
         )
         r.register(_SchedulerCollector(scheduler_stats))
 
-    def observe_synthesis(self, took_s: float, audio_s: float) -> None:
+    def synthesized(self, took_s: float, audio_s: float) -> None:
+        """One segment synthesized (the pipeline's :class:`~koe.pipeline.speaker.Observer`)."""
         self.synthesis.observe(took_s)
         self.segments.inc()
         if audio_s > 0:
             self.audio.inc(audio_s)
             self.rtf.observe(took_s / audio_s)
+
+    def first_audio(self, transport: str, latency_s: float) -> None:
+        self.time_to_first_audio.labels(transport).observe(latency_s)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

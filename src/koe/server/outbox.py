@@ -1,5 +1,8 @@
 """What a session's writer sends next: control replies first, then turn data in order, bounded in seconds.
 
+This counts only what waits for the socket (a memory bound and the backpressure on a slow client); what
+the listener has in hand is :class:`koe.pipeline.listener.Listener`'s account.
+
 Control replies (``config``, ``cancelled``, errors) never wait behind queued audio. Turn data (segment
 messages, audio frames, end-of-turn replies) keeps its order and carries its turn number, so a cancel
 removes a turn's unsent data in one call. Queued audio is counted in seconds: producers wait at
@@ -43,11 +46,6 @@ class Outbox:
         self._nonempty = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
-
-    @property
-    def audio_s(self) -> float:
-        """Seconds of audio queued and not yet taken by the writer."""
-        return self._audio_s
 
     def control(self, payload: Payload) -> None:
         """Queue a reply that goes out before any queued turn data."""

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,16 +14,17 @@ from typing import Any
 
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, LimitError, ProtocolError
-from koe.server.fields import (
+from koe.types import SAMPLE_RATE
+from koe.wire.fields import (
     bool_field,
     format_field,
     preview,
     sample_rate_field,
     speed_field,
+    text_field,
     voice_field,
 )
-from koe.server.protocol import text_field
-from koe.types import SAMPLE_RATE
+from koe.wire.json import parse_object
 
 #: Formats ``/invocations`` offers (the AWS sample's set).
 INVOCATION_FORMATS = (
@@ -71,22 +71,6 @@ class SpeechRequest:
     timestamps: bool = False  # word timings: in the SSE events, or a JSON body with the audio in base64
 
 
-def _json_object(body: bytes) -> dict[str, Any]:
-    try:
-        obj = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(f"expected a UTF-8 JSON object as the body: {exc}", code="invalid_json") from exc
-    if not isinstance(obj, dict):
-        raise ProtocolError(
-            f"expected a JSON object as the body, got {type(obj).__name__}", code="invalid_json"
-        )
-    return obj
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _media_type(content_type: str | None) -> str:
     return (content_type or "application/json").split(";")[0].strip().lower()
 
@@ -130,7 +114,7 @@ def parse_invocation(
             f"expected application/json or text/plain, got {preview(content_type)}",
             code="unsupported_media_type",
         )
-    obj = _json_object(body)
+    obj = parse_object(body, max_bytes=None, what="body")
     try:
         text = text_field(obj, max_chars)
     except LimitError:
@@ -191,7 +175,7 @@ def parse_openai_speech(body: bytes, content_type: str | None, *, max_chars: int
         raise ConfigError(
             f"expected application/json, got {preview(content_type)}", code="unsupported_media_type"
         )
-    obj = _json_object(body)
+    obj = parse_object(body, max_bytes=None, what="body")
     model = obj.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(

@@ -1,4 +1,4 @@
-"""What every route shares: settings, the loaded speech, the scheduler, the cost model, metrics, admission.
+"""What every route shares: settings, metrics, admission, and the loaded :class:`Synthesizer`.
 
 The model loads in a worker thread after the server starts listening, so ``/ping`` can answer 503 while it
 loads and 200 once it is loaded *and* warmed up (SageMaker sends traffic only after a 200).
@@ -11,15 +11,14 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from koe.errors import OverloadedError
-from koe.scheduler.deadline import CostModel, CostTracker
+from koe.pipeline.speech import Speech, SpeechOptions
+from koe.pipeline.synthesizer import Synthesizer
+from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
-from koe.server.segment_job import window_decoder
 from koe.settings import Settings
-from koe.speech import Speech, SpeechOptions
 
 logger = logging.getLogger(__name__)
 
@@ -30,12 +29,6 @@ _WARMUP_TEXTS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    speech: Speech
-    cost: CostTracker
-
-
 class Runtime:
     """Server-wide state, created by ``create_app`` and started by its lifespan."""
 
@@ -44,7 +37,7 @@ class Runtime:
         self.scheduler = Scheduler(settings.workers, settings.max_queued_jobs)
         self.metrics = Metrics(lambda: self.scheduler.stats)
         self._given = speech
-        self._loaded: Loaded | None = None
+        self._synthesizer: Synthesizer | None = None
         self.load_error: str | None = None
         self._loading: asyncio.Task[None] | None = None
         self._open = {"ws": 0, "http": 0}
@@ -52,7 +45,7 @@ class Runtime:
 
     @property
     def ready(self) -> bool:
-        return self._loaded is not None and not self._closing
+        return self._synthesizer is not None and not self._closing
 
     def start(self) -> None:
         """Begin loading in the background (returns at once)."""
@@ -60,29 +53,30 @@ class Runtime:
 
     async def _load(self) -> None:
         try:
-            self._loaded = await asyncio.to_thread(self._load_blocking)
+            self._synthesizer = await asyncio.to_thread(self._load_blocking)
         except Exception as exc:  # a broken install must show in the log and in /ping, not kill the server
             logger.exception("loading the model failed; /ping stays 503")
             self.load_error = f"{type(exc).__name__}: {exc}"
 
-    def _load_blocking(self) -> Loaded:
+    def _load_blocking(self) -> Synthesizer:
         started = time.perf_counter()
-        speech = self._given or Speech.load(
-            SpeechOptions(
-                engine=self.settings.engine,
-                model_dir=self.settings.model_dir,
-                download=self.settings.download,
-                threads=self.settings.threads_per_worker,
-                warmup=False,
+        speech = self._given or Speech.load(SpeechOptions.from_settings(self.settings, warmup=False))
+        if self.settings.windowed and not speech.engine.capabilities.windowed:
+            logger.warning(
+                "windowed decoding: the %s engine cannot window; segments decode whole", speech.engine.name
             )
-        )
-        if self.settings.windowed and window_decoder(speech) is None:
-            logger.warning("windowed decoding needs the ONNX engine's stage cut: segments decode whole")
-        cost = self._warm_up(speech) if self.settings.warmup else CostModel()
+        cost = self._warm_up(speech) if self.settings.warmup else SegmentCost()
         logger.info("ready in %.1f s: %s", time.perf_counter() - started, cost)
-        return Loaded(speech, CostTracker(cost))
+        return Synthesizer(
+            speech,
+            self.scheduler,
+            cost,
+            self.metrics,
+            lookahead=self.settings.segments_ahead,
+            windowed=self.settings.windowed,
+        )
 
-    def _warm_up(self, speech: Speech) -> CostModel:
+    def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice
         speech.synthesize(_WARMUP_TEXTS[0], voice=voice)  # first run: allocations, caches
         samples = []
@@ -90,28 +84,28 @@ class Runtime:
             started = time.perf_counter()
             audio = speech.synthesize(text, voice=voice)
             samples.append((len(text), len(audio) / speech.sample_rate, time.perf_counter() - started))
-        return CostModel.fit(samples)
+        return SegmentCost.fit(samples)
 
-    def loaded(self) -> Loaded:
+    def synthesizer(self) -> Synthesizer:
         """The loaded model, or an ``OverloadedError`` (``not_ready`` / ``shutting_down``) to send back."""
         if self._closing:
             raise OverloadedError(
                 "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
             )
-        if self._loaded is None:
+        if self._synthesizer is None:
             raise OverloadedError(
                 "the model is still loading", code="not_ready", retry_after_s=MIN_RETRY_AFTER_S
             )
-        return self._loaded
+        return self._synthesizer
 
     @contextmanager
-    def admitted(self, transport: str) -> Iterator[Loaded]:
+    def admitted(self, transport: str) -> Iterator[Synthesizer]:
         """Hold one of the ``transport``'s slots (``"ws"`` sessions, ``"http"`` requests) while inside.
 
         Raises:
             OverloadedError: not ready, shutting down, or every slot taken (``too_many_sessions``).
         """
-        loaded = self.loaded()
+        synthesizer = self.synthesizer()
         limit = self.settings.max_sessions if transport == "ws" else self.settings.max_http_requests
         if self._open[transport] >= limit:
             raise OverloadedError(
@@ -123,7 +117,7 @@ class Runtime:
         self.metrics.sessions.labels(transport).inc()
         self.metrics.sessions_total.labels(transport).inc()
         try:
-            yield loaded
+            yield synthesizer
         finally:
             self._open[transport] -= 1
             self.metrics.sessions.labels(transport).dec()

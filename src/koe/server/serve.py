@@ -1,4 +1,4 @@
-"""Running the app under uvicorn, with the same configuration for ``koe serve`` and the tests.
+"""koe's uvicorn configuration, the same for ``koe serve``, ``koe agent``, the benchmarks and the tests.
 
 The WebSocket implementation is pinned to wsproto: its ``send`` waits while the transport's buffer is
 full, so a client that stops reading blocks our writer and, through the session's water marks, pauses its
@@ -32,12 +32,3 @@ def uvicorn_config(app: Starlette, settings: Settings, **overrides: Any) -> uvic
     }
     options.update(overrides)
     return uvicorn.Config(app, **options)
-
-
-def serve(settings: Settings) -> None:
-    """Serve until SIGTERM/SIGINT: stop accepting, close sessions (1012), drain HTTP within the grace."""
-    from koe.server.access import warn_if_exposed
-    from koe.server.app import create_app
-
-    warn_if_exposed(settings)
-    uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()

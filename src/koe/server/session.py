@@ -18,11 +18,16 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDiscon
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, KoeError, LimitError, OverloadedError
 from koe.logs import ContextLogger
-from koe.scheduler.deadline import PlaybackClock
-from koe.server.errors import route_of
-from koe.server.fields import STREAM_FORMATS
+from koe.pipeline.listener import Listener
+from koe.pipeline.synthesizer import Synthesizer
 from koe.server.outbox import CloseRequest, Outbox
-from koe.server.protocol import (
+from koe.server.protocol import parse_message, parse_query
+from koe.server.runtime import Runtime
+from koe.server.turn import Turn
+from koe.types import SAMPLE_RATE
+from koe.wire.errors import route_of
+from koe.wire.fields import STREAM_FORMATS
+from koe.wire.messages import (
     Append,
     Cancel,
     Cancelled,
@@ -35,16 +40,9 @@ from koe.server.protocol import (
     Flush,
     Request,
     SessionOptions,
+    TurnOptions,
     encode,
-    parse_message,
-    parse_query,
 )
-from koe.server.runtime import Loaded, Runtime
-from koe.server.segment_job import resolve_voice
-from koe.server.synthesis import SegmentStream
-from koe.server.turn import Turn
-from koe.text.segment import Segmenter
-from koe.types import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
 
@@ -66,17 +64,17 @@ class Session:
     """Serves one accepted WebSocket until it closes; ``query`` is the connect URL's query."""
 
     def __init__(
-        self, websocket: WebSocket, runtime: Runtime, loaded: Loaded, query: Mapping[str, str]
+        self, websocket: WebSocket, runtime: Runtime, synthesizer: Synthesizer, query: Mapping[str, str]
     ) -> None:
         self.id = uuid.uuid4().hex[:12]
         self._log = ContextLogger(logger, {"session": self.id})
         self._ws = websocket
         self._runtime = runtime
         self._settings = runtime.settings
-        self._loaded = loaded
-        self._options = SessionOptions(self._settings.default_voice, 1.0, SAMPLE_RATE, AudioFormat.PCM, None)
+        self._synthesizer = synthesizer
+        self._options = TurnOptions(self._settings.default_voice, 1.0, SAMPLE_RATE, AudioFormat.PCM)
         self._query = query
-        self._clock = PlaybackClock()
+        self._listener = Listener()
         self._outbox = Outbox(self._settings.audio_high_water_s, self._settings.audio_low_water_s)
         self._turns: list[Turn] = []
         self._open: Turn | None = None
@@ -200,15 +198,13 @@ class Session:
     def _configure(self, options: SessionOptions, *, reply: bool) -> None:
         """Apply ``options`` to turns opened from now on (all or nothing: a bad voice changes nothing)."""
         try:
-            merged = options.merged_over(self._options)
-            assert merged.voice is not None and merged.speed is not None  # the base is complete
-            voice = resolve_voice(self._loaded.speech, merged.voice, merged.speed, merged.lang)
+            merged = options.over(self._options)
+            voice = self._synthesizer.voice(merged.voice, merged.speed, merged.lang)
         except KoeError as exc:
             self._report(exc)
             return
         self._options = merged
         if reply:
-            assert merged.sample_rate is not None and merged.format is not None  # the base is complete
             self._outbox.control(
                 encode(
                     ConfigAck(
@@ -226,29 +222,18 @@ class Session:
         self, dialect: Dialect, overrides: SessionOptions | None = None, request_id: str | int | None = None
     ) -> Turn:
         assert self._tg is not None  # turns start only while the session runs
-        options = (overrides or SessionOptions()).merged_over(self._options)
+        options = (overrides or SessionOptions()).over(self._options)
         if dialect is Dialect.AWS:  # the AWS sample's contract: PCM16 whatever the session's format
-            options = SessionOptions(format=AudioFormat.PCM).merged_over(options)
-        assert options.voice is not None and options.speed is not None  # the base is complete
-        loaded = self._loaded
-        stream = SegmentStream(
-            loaded.speech,
-            self._runtime.scheduler,
-            loaded.cost,
-            resolve_voice(loaded.speech, options.voice, options.speed, options.lang),
-            self._clock,
-            Segmenter(),
-            lookahead=self._settings.segments_ahead,
-            windowed=self._settings.windowed,
-        )
+            options = SessionOptions(format=AudioFormat.PCM).over(options)
+        synthesizer = self._synthesizer
+        voice = synthesizer.voice(options.voice, options.speed, options.lang)
+        speaker = synthesizer.speaker(synthesizer.stream(voice, self._listener), "ws")
         turn = Turn(
             self._next_turn,
             dialect,
             options,
-            stream,
+            speaker,
             outbox=self._outbox,
-            clock=self._clock,
-            metrics=self._runtime.metrics,
             frame_s=self._settings.frame_s,
             report=self._report,
             request_id=request_id,
@@ -266,16 +251,13 @@ class Session:
     async def _speak(self, turn: Turn, previous: asyncio.Task[None] | None) -> None:
         try:
             await turn.run(previous)
+            if turn.speaker.tally.outcome == "flushed":
+                self._runtime.metrics.turns.labels("flushed").inc()
         finally:
             if turn in self._turns:
                 self._turns.remove(turn)
             self._log.info(  # the turn's one summary line: counts and times, never its text
-                "turn ended",
-                extra={
-                    "turn": turn.number,
-                    "chars": turn.chars,
-                    **turn.tally.fields(turn.stream.first_cut_at),
-                },
+                "turn ended", extra={"turn": turn.number, "chars": turn.chars, **turn.tally_fields}
             )
 
     def _cancel(self, dialect: Dialect) -> None:
@@ -283,7 +265,7 @@ class Session:
         cancelled = {turn.number for turn in self._turns}
         for turn in self._turns:
             assert turn.task is not None  # set when the turn started
-            turn.tally.outcome = "cancelled"
+            turn.cancelled()
             turn.task.cancel()
         self._outbox.drop_turns(cancelled)
         self._runtime.metrics.cancels.inc()

@@ -1,0 +1,235 @@
+"""Streaming synthesis of one utterance: timing and leading silence at once, then audio window by window.
+
+:meth:`StreamingDecoder.stream` returns an :class:`OnnxStream`, an iterator whose every ``next()`` does
+one bounded piece of work — stage A (→ :class:`SegmentTiming`), the leading pad as zeros (→ the first
+:class:`AudioChunk`, no inference), then one vocoder window per step. So a scheduler can interleave steps of
+many segments by playback deadline, a cancelled segment costs at most the window in progress, and the
+chunks concatenate to exactly ``timing.samples`` samples. Without the voice's calibration the segment is
+decoded whole in one step (bit-identical to the single graph) while calibration runs in the background,
+and so is a segment shorter than ``MIN_WINDOWED_FRAMES``.
+
+Windowing is asked for per utterance (``windowed=True``; the server's ``Settings.windowed``, off by
+default: it failed the quality gate on held-out sentences, docs/engine.md, "Streaming decoder"). Without it
+a stream is timing right after stage A, then the whole utterance, bit-identical to
+:meth:`OnnxEngine.synthesize` — word timings at no extra cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from koe.engine.base import AudioChunk, BufferedAudio, StreamEvent, SynthesisRequest
+from koe.engine.onnx.calibration import Calibration
+from koe.engine.onnx.moments import quiet_fraction
+from koe.engine.onnx.stages import PROBE_PHONEMES as PROBE
+from koe.engine.onnx.stages import (
+    FloatArray,
+    Front,
+    SessionFactory,
+    Stages,
+    Statistics,
+    WholeDecode,
+    load_stages,
+)
+from koe.engine.onnx.windowing import (
+    CROSSFADE_SAMPLES,
+    LEAD_DECODED_FRAMES,
+    MIN_WINDOWED_FRAMES,
+    crossfade,
+    input_span,
+    next_window_end,
+)
+from koe.engine.timing import FRAME_SAMPLES, SegmentTiming
+from koe.engine.vocab import tokenize
+from koe.scheduler.cost import LinearCost
+from koe.types import Audio
+
+logger = logging.getLogger(__name__)
+
+#: Input frames of the two windows timed at load to fit the cost model.
+_COST_PROBE_FRAMES = (16, 44)
+
+
+class StreamingDecoder:
+    """Verified stages + per-voice calibration + a cost model: everything windowed decoding needs."""
+
+    def __init__(
+        self, stages: Stages, calibration: Calibration, cost: LinearCost, front_s_per_token: float
+    ) -> None:
+        self.stages = stages
+        self.calibration = calibration
+        self.cost = cost
+        self.front_s_per_token = front_s_per_token
+
+    @classmethod
+    def load(
+        cls,
+        model: bytes,
+        make_session: SessionFactory,
+        token_input: str,
+        whole: WholeDecode,
+        cache_directory: Path,
+    ) -> StreamingDecoder | None:
+        """Derive and verify the stages and time them on the probe (~2 s); ``None`` (logged) when the graph
+        cannot be cut, so the engine decodes whole utterances."""
+        probe_style: FloatArray = np.random.default_rng(0).standard_normal((1, 256)).astype(
+            np.float32
+        ) * np.float32(0.2)  # any style proves the cut; a fixed one keeps the check reproducible
+        loaded = load_stages(model, make_session, token_input, whole, probe_style)
+        if loaded is None:
+            return None
+        stages, front, statistics = loaded
+        started = time.perf_counter()
+        stages.run_front(tokenize(PROBE), probe_style, 1.0)
+        front_s_per_token = (time.perf_counter() - started) / len(tokenize(PROBE))
+        samples = []
+        for frames in _COST_PROBE_FRAMES:
+            started = time.perf_counter()
+            stages.decode_window(front, probe_style, statistics, 0, min(frames, front.frames))
+            samples.append((float(min(frames, front.frames)), time.perf_counter() - started))
+        cost = LinearCost.fit(samples)
+        logger.info(
+            "window cost %.0f ms + %.1f ms/frame, front %.1f ms/token",
+            cost.fixed_s * 1e3, cost.per_unit_s * 1e3, front_s_per_token * 1e3,
+        )  # fmt: skip
+        calibration = Calibration(stages, hashlib.sha256(model).hexdigest(), cache_directory)
+        return cls(stages, calibration, cost, front_s_per_token)
+
+    def stream(
+        self,
+        request: SynthesisRequest,
+        *,
+        windowed: bool = False,
+        buffered_s: BufferedAudio | None = None,
+        cancel: threading.Event | None = None,
+        window_frames: int | None = None,
+    ) -> OnnxStream:
+        """A lazy stream of one utterance's timing and audio; nothing runs until the first ``next()``.
+
+        With ``windowed``, windows are sized from ``buffered_s`` (the listener's queued audio), or fixed at
+        ``window_frames`` (quality tests, fixed work units); one of the two is required. Setting ``cancel``
+        ends the stream before its next window. Raises ``SynthesisError`` for phonemes the model cannot take
+        (at once) or a failed inference (from ``next()``), ``ValueError`` for windows nobody can size.
+        """
+        if windowed and buffered_s is None and window_frames is None:
+            raise ValueError("windowed decoding needs buffered_s or window_frames to size its windows")
+        return OnnxStream(self, request, buffered_s, cancel, window_frames, windowed)
+
+
+class OnnxStream(Iterator[StreamEvent]):
+    """One utterance in progress (an :class:`~koe.engine.base.UtteranceStream`)."""
+
+    def __init__(
+        self,
+        decoder: StreamingDecoder,
+        request: SynthesisRequest,
+        buffered_s: BufferedAudio | None,
+        cancel: threading.Event | None,
+        window_frames: int | None,
+        windowed: bool,
+    ) -> None:
+        self._decoder = decoder
+        self._window_frames = window_frames
+        self._windowed = windowed
+        self._request = request
+        self._ids = tokenize(request.phonemes)
+        self._buffered_s = buffered_s
+        self._cancel = cancel
+        self._row = request.style[len(self._ids) - 1] if self._ids else None
+        self._front: Front | None = None
+        self._statistics: Statistics | None = None
+        self.timing: SegmentTiming | None = None
+        self._position = 0  # next output frame
+        self._lead_sent = False
+        self._tail = np.zeros(0, dtype=np.float32)
+        self._emitted = 0  # samples yielded
+        self._previous = 0  # frames of the last window
+        self.windows = 0
+
+    @property
+    def done(self) -> bool:
+        return not self._ids or (self._front is not None and self._position >= self._front.frames)
+
+    def next_cost_s(self) -> float:
+        if self.done:
+            return 0.0
+        if self._front is None:
+            return self._decoder.front_s_per_token * len(self._ids)
+        if self._statistics is None:
+            return self._decoder.cost.predict(self._front.frames)
+        if not self._lead_sent:
+            return 0.0
+        low, high = input_span(self._position, self._next_end(), self._front.frames)
+        return self._decoder.cost.predict(high - low)
+
+    def _next_end(self) -> int:
+        assert self._front is not None
+        total = self._front.frames
+        if self._window_frames is not None:
+            return min(total, self._position + self._window_frames)
+        assert self._buffered_s is not None  # required with windows unless window_frames is given
+        cost = self._decoder.cost
+        return next_window_end(self._position, total, self._buffered_s(), cost, previous=self._previous)
+
+    def __next__(self) -> StreamEvent:
+        if self.done or (self._cancel is not None and self._cancel.is_set()):
+            raise StopIteration
+        if self._front is None:
+            return self._run_front()
+        if self._statistics is None:
+            return self._emit(self._whole())
+        if not self._lead_sent:
+            self._lead_sent = True
+            self._position = max(self._front.durations[0].item() - LEAD_DECODED_FRAMES, 0)
+            if self._position:
+                return self._emit(np.zeros(self._position * FRAME_SAMPLES, dtype=np.float32))
+        return self._emit(self._window())
+
+    def _run_front(self) -> SegmentTiming:
+        assert self._row is not None  # done() is True without tokens
+        stages = self._decoder.stages
+        self._front = stages.run_front(self._ids, self._row, self._request.speed)
+        if self._windowed and self._front.frames >= MIN_WINDOWED_FRAMES:
+            moments = self._decoder.calibration.lookup(self._request.style)
+            if moments is None:
+                self._decoder.calibration.calibrate_in_background(self._request.style)
+            else:
+                self._statistics = moments.statistics(stages.norms, quiet_fraction(self._front.energy))
+        self.timing = SegmentTiming(self._request.phonemes, self._front.durations)
+        return self.timing
+
+    def _whole(self) -> Audio:
+        assert self._front is not None and self._row is not None
+        audio, _statistics = self._decoder.stages.decode(self._front, self._row)
+        self._position = self._front.frames
+        return audio
+
+    def _window(self) -> Audio:
+        assert self._front is not None and self._row is not None and self._statistics is not None
+        total = self._front.frames
+        start = self._position
+        end = self._next_end()
+        low, high = input_span(start, end, total)
+        started = time.perf_counter()
+        decoded = self._decoder.stages.decode_window(self._front, self._row, self._statistics, low, high)
+        self._decoder.cost.observe(high - low, time.perf_counter() - started)
+        body = decoded[(start - low) * FRAME_SAMPLES : (end - low) * FRAME_SAMPLES]
+        chunk = crossfade(self._tail, body)
+        tail_end = min(decoded.size, (end - low) * FRAME_SAMPLES + CROSSFADE_SAMPLES)
+        self._tail = decoded[(end - low) * FRAME_SAMPLES : tail_end].copy() if end < total else self._tail[:0]
+        self._position = end
+        self._previous = end - start
+        self.windows += 1
+        return chunk
+
+    def _emit(self, audio: Audio) -> AudioChunk:
+        chunk = AudioChunk(audio, self._emitted)
+        self._emitted += audio.size
+        return chunk

@@ -1,0 +1,149 @@
+"""Kokoro-82M's single ONNX graph through ONNX Runtime (CPU here; CUDA when onnxruntime-gpu is installed).
+
+With the stage cut verified (:mod:`koe.engine.onnx.stages`) every stream times its tokens and may decode in
+windows; without it (another export), streams decode whole utterances and carry no timing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+
+from koe.engine.assets import cache_dir
+from koe.engine.base import BufferedAudio, Capabilities, SynthesisRequest, UtteranceStream, WholeStream
+from koe.engine.onnx.decoder import StreamingDecoder
+from koe.engine.vocab import tokenize
+from koe.errors import AssetError, SynthesisError
+from koe.types import SAMPLE_RATE, Audio, StyleTable
+
+logger = logging.getLogger(__name__)
+
+#: Input names differ between exports: kokoro-onnx's (``tokens``) and onnx-community's (``input_ids``).
+_TOKEN_INPUTS = ("tokens", "input_ids")
+_PAD = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OnnxOptions:
+    """Session settings; defaults chosen by measurement on a 2-core CPU (docs/engine.md)."""
+
+    threads: int | None = None  # intra-op threads; None = all cores
+    graph_optimization: str = "all"  # "basic" | "extended" | "all"
+    providers: tuple[str, ...] | None = None  # None = CUDA when available, else CPU
+    streaming: bool = True  # derive the stage cut: word timings and windowed decoding (docs/engine.md)
+
+
+_OPT_LEVELS = {
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+def choose_providers(requested: tuple[str, ...] | None) -> list[str]:
+    available = ort.get_available_providers()
+    if requested is None:
+        preferred = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        return [p for p in preferred if p in available]
+    missing = [p for p in requested if p not in available]
+    if missing:
+        raise AssetError(f"ONNX Runtime providers {missing} are not available; available: {available}")
+    return list(requested)
+
+
+class OnnxEngine:
+    """A loaded ONNX Runtime session. ``InferenceSession.run`` is thread-safe, so workers share one."""
+
+    name = "onnx"
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, model: bytes, options: OnnxOptions | None = None) -> None:
+        options = options or OnnxOptions()
+        session_options = ort.SessionOptions()
+        session_options.intra_op_num_threads = options.threads or os.cpu_count() or 1
+        session_options.inter_op_num_threads = 1
+        session_options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        session_options.graph_optimization_level = _OPT_LEVELS[options.graph_optimization]
+        session_options.log_severity_level = 3  # warnings about unused initializers are noise for users
+        providers = choose_providers(options.providers)
+        try:
+            self._session = ort.InferenceSession(model, session_options, providers=providers)
+        except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
+            raise AssetError(f"ONNX Runtime could not load the model: {exc}") from exc
+
+        def make_session(data: bytes) -> ort.InferenceSession:
+            return ort.InferenceSession(data, session_options, providers=providers)
+
+        inputs = {i.name for i in self._session.get_inputs()}
+        token_inputs = [name for name in _TOKEN_INPUTS if name in inputs]
+        if not token_inputs or not {"style", "speed"} <= inputs:
+            raise AssetError(
+                f"model inputs {sorted(inputs)} are not Kokoro's (tokens/input_ids, style, speed)"
+            )
+        self._token_input = token_inputs[0]
+        self.providers = self._session.get_providers()
+        logger.info("ONNX engine on %s, %d threads", self.providers, session_options.intra_op_num_threads)
+        self.streaming: StreamingDecoder | None = None
+        if options.streaming:
+            self.streaming = StreamingDecoder.load(
+                model,
+                make_session,
+                self._token_input,
+                self._decode,
+                cache_dir() / "calibration",
+            )
+        self.capabilities = Capabilities(
+            word_timings=self.streaming is not None, windowed=self.streaming is not None
+        )
+
+    def synthesize(self, request: SynthesisRequest) -> Audio:
+        ids = tokenize(request.phonemes)
+        if not ids:
+            return np.zeros(0, dtype=np.float32)
+        return self._decode(ids, request.style[len(ids) - 1], request.speed)
+
+    def prepare(self, style: StyleTable) -> None:
+        """Calibrate ``style`` for windowed decoding now (seconds of CPU, then cached on disk)."""
+        if self.streaming is not None:
+            self.streaming.calibration.calibrate(style)
+
+    def stream(
+        self,
+        request: SynthesisRequest,
+        *,
+        windowed: bool = False,
+        buffered_s: BufferedAudio | None = None,
+        cancel: threading.Event | None = None,
+    ) -> UtteranceStream:
+        """The utterance's timing, then its audio: whole, or window by window with ``windowed`` (see
+        :mod:`koe.engine.onnx.decoder`); one whole chunk without timing when the stage cut is unavailable.
+        Raises ``SynthesisError`` like :meth:`synthesize`, at once.
+        """
+        if self.streaming is None:
+            tokenize(request.phonemes)  # refuse an over-long utterance now, as the decoder does
+            return WholeStream(lambda: self.synthesize(request), cancel)
+        return self.streaming.stream(request, windowed=windowed, buffered_s=buffered_s, cancel=cancel)
+
+    def _decode(self, ids: list[int], style_row: npt.NDArray[np.float32], speed: float) -> Audio:
+        feeds = {
+            self._token_input: np.array([[_PAD, *ids, _PAD]], dtype=np.int64),
+            "style": style_row,
+            "speed": np.array([speed], dtype=np.float32),
+        }
+        try:
+            (audio,) = self._session.run(None, feeds)[:1]
+        except Exception as exc:  # onnxruntime's errors are untyped
+            raise SynthesisError(f"inference failed for {len(ids)} tokens: {exc}") from exc
+        result: Audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
+        return result
+
+    def synthesize_batch(self, requests: Sequence[SynthesisRequest]) -> list[Audio]:
+        """The int8 export takes batch 1 only: utterances run one after another."""
+        return [self.synthesize(request) for request in requests]

@@ -1,0 +1,260 @@
+"""Kokoro's single ONNX graph cut in two, in memory: a fast front (stage A) and the vocoder (stage B).
+
+Stage A (tokens, style, speed → per-token durations, the energy curve, the frame-rate decoder's output and
+the harmonic source, all for the whole segment) costs a few percent of the synthesis. Stage B (the iSTFTNet
+generator) is the rest, and it can run on windows of frames — but every AdaIN block normalizes over the
+whole time axis, so stage B is derived twice: once computing its normalization statistics (the whole
+decode; a copy that also measures per-class moments is built for calibrations) and once taking them as inputs
+(estimated per segment by :mod:`koe.engine.onnx.moments`, so a short window sounds like the whole). Running
+the frame-rate decoder in stage A gives its ten norms their exact statistics at 4% of the cost;
+computing the harmonic source there keeps the sine phase continuous across windows. See ``docs/engine.md``
+("Streaming decoder").
+
+The cut uses tensor names of the kokoro-onnx int8/fp32 export; another export lacks them, and
+:func:`load_stages` then returns ``None`` with a logged reason so the engine decodes whole segments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import onnx
+import onnxruntime as ort
+from onnx.utils import Extractor
+
+from koe.engine.onnx.moments import MASK_INPUT, Norm, add_class_sums, class_mask, find_norms, moment_outputs
+from koe.engine.timing import FRAME_SAMPLES
+from koe.engine.vocab import tokenize
+from koe.errors import AssetError, SynthesisError
+from koe.types import Audio
+
+logger = logging.getLogger(__name__)
+
+DURATIONS = "/encoder/Gather_output_0"  # int64 [n + 2]: frames per token, padding tokens included
+ENERGY = "/encoder/Reshape_1_output_0"  # float [1, 2T]: log-scale energy curve, two values per frame
+DECODED = "/decoder/decoder/decode.3/Div_4_output_0"  # float [1, 512, 2T]: the generator's input
+HARMONIC = "/decoder/decoder/generator/Squeeze_output_0"  # float [1, 600 T]: sine source at audio rate
+_CUT = (DECODED, HARMONIC)
+#: Values per frame of each cut tensor along its last (time) axis.
+_PER_FRAME = {DECODED: 2, HARMONIC: FRAME_SAMPLES}
+_STYLE = "style"
+_SPEED = "speed"
+_AUDIO = "audio"
+_VOCODER_PREFIX = "/decoder/decoder/generator/"
+_STATISTIC_OP = "ReduceMean"
+
+#: The probe that proves the cut ("Please call Stella."): short, because it is decoded three times at load,
+#: yet long enough (80 frames with the probe style) to time windows on.
+PROBE_PHONEMES = "plˈiz kˈɔl stˈɛlə."
+
+FloatArray = npt.NDArray[np.float32]
+#: Normalization statistics of stage B, in the order of :attr:`Stages.statistic_names`.
+Statistics = tuple[FloatArray, ...]
+Sums = npt.NDArray[np.float64]
+SessionFactory = Callable[[bytes], ort.InferenceSession]
+
+
+@dataclass(frozen=True, slots=True)
+class Front:
+    """Stage A's output for one segment: durations and the frame-rate tensors stage B decodes."""
+
+    durations: npt.NDArray[np.int64]
+    energy: FloatArray  # two values per frame: where the segment is quiet
+    tensors: dict[str, FloatArray]  # the cut tensors, full length
+
+    @property
+    def frames(self) -> int:
+        return int(self.durations.sum())
+
+    def window(self, start: int, end: int) -> dict[str, FloatArray]:
+        """The cut tensors for frames ``[start, end)``: stage B's input for that window."""
+        return {name: value[..., start * _PER_FRAME[name] : end * _PER_FRAME[name]]
+                for name, value in self.tensors.items()}  # fmt: skip
+
+
+class Stages:
+    """Three sessions — the front, the vocoder with its own statistics, the vocoder with frozen ones — and a
+    fourth built only while calibrating, which measures per-class moments (:mod:`koe.engine.onnx.moments`)."""
+
+    def __init__(
+        self,
+        front: ort.InferenceSession,
+        vocoder: ort.InferenceSession,
+        frozen: ort.InferenceSession,
+        token_input: str,
+        statistic_names: tuple[str, ...],
+        norms: tuple[Norm, ...],
+        measuring: Callable[[], ort.InferenceSession],
+    ) -> None:
+        self._front = front
+        self._vocoder = vocoder
+        self._frozen = frozen
+        self._measuring = measuring
+        self._token_input = token_input
+        self.statistic_names = statistic_names
+        self.norms = norms
+        shapes = {value.name: value.shape for value in frozen.get_inputs()}
+        #: channels of each statistic (``[1, C, 1]``), ``None`` where the graph leaves it symbolic
+        self.channels = tuple(
+            shape[1] if len(shape) == 3 and isinstance(shape[1], int) else None
+            for shape in (shapes[name] for name in statistic_names)
+        )
+
+    def run_front(self, ids: list[int], style_row: FloatArray, speed: float) -> Front:
+        """Stage A on one segment's token ids (without the padding tokens, which are added here)."""
+        feeds: dict[str, npt.NDArray[np.generic]] = {
+            self._token_input: np.array([[0, *ids, 0]], dtype=np.int64),
+            _STYLE: style_row,
+            _SPEED: np.array([speed], dtype=np.float32),
+        }
+        durations, energy, *tensors = self._run(self._front, feeds, [DURATIONS, ENERGY, *_CUT])
+        front = Front(np.asarray(durations, dtype=np.int64), energy, dict(zip(_CUT, tensors, strict=True)))
+        for name, value in front.tensors.items():
+            if value.shape[-1] != front.frames * _PER_FRAME[name]:
+                raise SynthesisError(f"{name} has {value.shape[-1]} steps for {front.frames} frames")
+        return front
+
+    def decode(self, front: Front, style_row: FloatArray) -> tuple[Audio, Statistics]:
+        """The whole segment with its own statistics (identical to the single graph), and those statistics."""
+        audio, *statistics = self._run(
+            self._vocoder, {**front.tensors, _STYLE: style_row}, [_AUDIO, *self.statistic_names]
+        )
+        return audio.reshape(-1), tuple(statistics)
+
+    def class_sums(self, takes: Sequence[tuple[Front, FloatArray]]) -> list[tuple[Sums, Sums, Sums]]:
+        """Per norm, over the whole decodes of ``takes`` (front, style row): the per-class sums of its
+        input and of its square (``[2, C]`` each) and the class counts (``[2]``), in float64. The measuring
+        session is built for the call and dropped after it: calibration is rare, and measuring in the
+        everyday vocoder would cost every decode ~3% (measured)."""
+        names = [name for index in range(len(self.norms)) for name in moment_outputs(index)]
+        measuring = self._measuring()
+        totals: list[tuple[Sums, Sums, Sums]] = []
+        for front, style_row in takes:
+            feeds = {**front.tensors, _STYLE: style_row, MASK_INPUT: class_mask(front.energy)}
+            values = [value.astype(np.float64) for value in self._run(measuring, feeds, names)]
+            parts = [
+                (total[0].T, square_total[0].T, count.reshape(-1))
+                for total, square_total, count in zip(values[0::3], values[1::3], values[2::3], strict=True)
+            ]
+            totals = parts if not totals else [
+                (a[0] + b[0], a[1] + b[1], a[2] + b[2]) for a, b in zip(totals, parts, strict=True)
+            ]  # fmt: skip
+        return totals
+
+    def decode_window(
+        self, front: Front, style_row: FloatArray, statistics: Statistics, start: int, end: int
+    ) -> Audio:
+        """Frames ``[start, end)`` with frozen statistics: ``(end - start) * 600`` samples."""
+        feeds = {**front.window(start, end), _STYLE: style_row}
+        feeds.update(zip(self.statistic_names, statistics, strict=True))
+        (audio,) = self._run(self._frozen, feeds, [_AUDIO])
+        return audio.reshape(-1)
+
+    @staticmethod
+    def _run(
+        session: ort.InferenceSession, feeds: Mapping[str, npt.NDArray[np.generic]], outputs: list[str]
+    ) -> list[FloatArray]:
+        try:
+            result: list[FloatArray] = session.run(outputs, feeds)
+        except Exception as exc:  # onnxruntime's errors are untyped
+            raise SynthesisError(f"stage inference failed: {exc}") from exc
+        return result
+
+
+def derive(model: bytes, make_session: SessionFactory, token_input: str) -> Stages:
+    """Cut ``model`` into the three stage sessions; raises ``AssetError`` when the graph is another export."""
+    try:
+        proto = onnx.load_from_string(model)
+    except Exception as exc:  # onnx raises DecodeError and friends
+        raise AssetError(f"the model could not be parsed by onnx: {exc}") from exc
+    produced = {output for node in proto.graph.node for output in node.output}
+    missing = [name for name in (DURATIONS, ENERGY, *_CUT, _AUDIO) if name not in produced]
+    inputs = {value.name for value in proto.graph.input}
+    missing += [name for name in (token_input, _STYLE, _SPEED) if name not in inputs]
+    if missing:
+        raise AssetError(f"the graph has no tensors {missing}: not the export the stage cut was made for")
+    statistics = tuple(
+        output
+        for node in proto.graph.node
+        if node.op_type == _STATISTIC_OP and node.name.startswith(_VOCODER_PREFIX)
+        for output in node.output
+    )
+    if not statistics:
+        raise AssetError(f"the vocoder has no {_STATISTIC_OP} nodes to freeze: not the expected export")
+    try:
+        norms = find_norms(proto.graph, statistics)
+    except ValueError as exc:
+        raise AssetError(str(exc)) from exc
+    extractor = Extractor(proto)
+    try:
+        front = extractor.extract_model([token_input, _STYLE, _SPEED], [DURATIONS, ENERGY, *_CUT])
+        vocoder = extractor.extract_model([*_CUT, _STYLE], [_AUDIO, *statistics])
+        frozen = extractor.extract_model([*_CUT, _STYLE, *statistics], [_AUDIO])
+    except Exception as exc:  # onnx's extractor raises assorted errors on unexpected graphs
+        raise AssetError(f"the graph could not be cut into stages: {exc}") from exc
+    measuring = onnx.ModelProto()
+    measuring.CopyFrom(vocoder)
+    add_class_sums(measuring.graph, norms)
+    for name, part, expected in (
+        ("stage A", front, {token_input, _STYLE, _SPEED}),
+        ("stage B", vocoder, {*_CUT, _STYLE}),
+        ("stage B (frozen)", frozen, {*_CUT, _STYLE, *statistics}),
+        ("stage B (measuring)", measuring, {*_CUT, _STYLE, MASK_INPUT}),
+    ):
+        got = {value.name for value in part.graph.input}
+        if got != expected:
+            raise AssetError(f"{name} needs inputs {sorted(got - expected)} beyond the cut")
+    try:
+        front_session, vocoder_session, frozen_session = (
+            make_session(part.SerializeToString()) for part in (front, vocoder, frozen)
+        )
+    except Exception as exc:  # onnxruntime refuses a derived graph
+        raise AssetError(f"ONNX Runtime could not load a stage: {exc}") from exc
+    measuring_bytes = measuring.SerializeToString()
+    return Stages(
+        front_session, vocoder_session, frozen_session, token_input, statistics, norms,
+        lambda: make_session(measuring_bytes),
+    )  # fmt: skip
+
+
+WholeDecode = Callable[[list[int], FloatArray, float], Audio]
+
+
+def verify(stages: Stages, whole: WholeDecode, style_row: FloatArray) -> tuple[Front, Statistics]:
+    """Prove on the probe that A→B reproduces the single graph bit for bit, with its own statistics both
+    computed and fed back frozen; raises ``AssetError`` otherwise. Returns the probe's front and statistics
+    (reused to measure the window cost model)."""
+    ids = tokenize(PROBE_PHONEMES)
+    expected = whole(ids, style_row, 1.0)
+    front = stages.run_front(ids, style_row, 1.0)
+    if front.frames * FRAME_SAMPLES != expected.size:
+        raise AssetError(
+            f"durations sum to {front.frames} frames ({front.frames * FRAME_SAMPLES} samples) but the whole "
+            f"graph gives {expected.size} samples"
+        )
+    audio, statistics = stages.decode(front, style_row)
+    if not np.array_equal(audio, expected):
+        raise AssetError(f"stage A→B differs from the whole graph by {np.abs(audio - expected).max():.3g}")
+    refed = stages.decode_window(front, style_row, statistics, 0, front.frames)
+    if not np.array_equal(refed, expected):
+        raise AssetError(f"stage B with statistics fed back differs by {np.abs(refed - expected).max():.3g}")
+    return front, statistics
+
+
+def load_stages(
+    model: bytes, make_session: SessionFactory, token_input: str, whole: WholeDecode, style_row: FloatArray
+) -> tuple[Stages, Front, Statistics] | None:
+    """Derived and verified stages with the probe's front and statistics, or ``None`` (logged) when the
+    engine must decode whole segments."""
+    try:
+        stages = derive(model, make_session, token_input)
+        front, statistics = verify(stages, whole, style_row)
+    except (AssetError, SynthesisError) as exc:
+        logger.warning("streaming decoder disabled, whole segments will be decoded: %s", exc.message)
+        return None
+    logger.info("stage cut verified bit-exact on a %d-frame probe", front.frames)
+    return stages, front, statistics

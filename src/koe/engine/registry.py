@@ -1,0 +1,52 @@
+"""Which backend runs the model: ``"onnx"`` (the default) or ``"torch"`` (the GPU extra), chosen once.
+
+Each backend's module is imported only when chosen, so the default install never imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from koe.engine.assets import ModelSource
+from koe.engine.base import Engine
+from koe.errors import ConfigError
+
+ENGINES = ("onnx", "torch")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """How to run the backend: ``threads`` per session (ONNX Runtime) or process-wide (torch)."""
+
+    kind: str = "onnx"
+    threads: int | None = None
+    graph_optimization: str = "all"  # ONNX Runtime's level: "basic" | "extended" | "all"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ENGINES:
+            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.kind!r}")
+
+
+def load_engine(options: EngineOptions, source: ModelSource) -> Engine:
+    """Load the chosen backend from ``source`` (verified, never fetched).
+
+    Raises:
+        AssetError: weights missing or not the expected files. ConfigError: the backend's extra is missing.
+    """
+    if options.kind == "torch":
+        try:
+            from koe.engine.torch import TorchEngine, TorchOptions, default_weights_path
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                f"the torch engine needs {exc.name}: install the GPU extra (docs/deploy.md)",
+                code="missing_extra",
+            ) from exc
+        return TorchEngine.load(
+            source.model_path or default_weights_path(), TorchOptions(threads=options.threads)
+        )
+    from koe.engine.onnx.engine import OnnxEngine, OnnxOptions
+
+    return OnnxEngine(
+        source.model_bytes(),
+        OnnxOptions(threads=options.threads, graph_optimization=options.graph_optimization),
+    )

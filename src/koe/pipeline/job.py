@@ -1,0 +1,95 @@
+"""One segment's synthesis in worker threads, whole or as a chain of one-window steps, and its parts.
+
+A :class:`SegmentJob` is what the scheduler runs for a segment. Each :meth:`SegmentJob.step` returns one
+:class:`Part`: whole, the first step is the whole segment; windowed, every step is bounded (G2P and stage
+A with the leading silence, then one vocoder window), so the caller can queue each as its own job by
+deadline. Whether a segment is windowed was decided once, where its stream was opened
+(:meth:`koe.pipeline.synthesizer.Synthesizer.stream`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from koe.engine.base import BufferedAudio
+from koe.pipeline.speech import Speech
+from koe.pipeline.voice import Voice
+from koe.pipeline.words import SpokenWord, written_words
+from koe.text.segment import Segment
+from koe.types import SAMPLE_RATE, Audio
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One part of a segment's audio, in order: the whole segment (one part, first and last), or with
+    windowed decoding a piece of it as soon as it is decoded.
+
+    Attributes:
+        segment: the segment the part belongs to.
+        audio: the part's samples.
+        took_s: synthesis time of the segment up to the end of this part: at the last part, the segment's.
+        words: the segment's words, with its first part (seconds from the segment's first sample; empty
+            when the engine gives no timings).
+        start: the part's first sample within its segment.
+        last: no part of the segment follows. A part before the last always has audio.
+    """
+
+    segment: Segment
+    audio: Audio
+    took_s: float
+    words: tuple[SpokenWord, ...] = ()
+    start: int = 0
+    last: bool = True
+
+    @property
+    def first(self) -> bool:
+        return self.start == 0
+
+    @property
+    def end_s(self) -> float:
+        """Where the part ends in its segment: at the last part, the segment's duration."""
+        return (self.start + self.audio.size) / SAMPLE_RATE
+
+
+class SegmentJob:
+    """One segment's G2P and inference, as steps run in worker threads one at a time (a chain of jobs).
+
+    Once ``cancel`` is set, no step decodes anything more.
+    """
+
+    def __init__(
+        self,
+        speech: Speech,
+        segment: Segment,
+        voice: Voice,
+        cancel: threading.Event,
+        *,
+        windowed: bool = False,
+        buffered_s: BufferedAudio | None = None,
+    ) -> None:
+        self._segment = segment
+        self._decode = speech.decode(
+            segment.spoken_text, voice, windowed=windowed, buffered_s=buffered_s, cancel=cancel
+        )
+        self._opened = False
+        self._produced = 0  # samples of the parts so far
+        self._took_s = 0.0
+
+    def step(self) -> Part:
+        """The segment's next part (blocking)."""
+        started = time.perf_counter()
+        words: tuple[SpokenWord, ...] = ()
+        if not self._opened:
+            self._opened = True
+            words = written_words(self._segment, self._decode.open())
+        audio = self._decode.next_audio()
+        self._took_s += time.perf_counter() - started
+        part = Part(self._segment, audio, self._took_s, words, self._produced, self._decode.done)
+        self._produced += audio.size
+        return part
+
+    def next_cost_s(self) -> float:
+        """Predicted seconds of work of the next step (after the first)."""
+        return self._decode.next_cost_s()

@@ -1,0 +1,242 @@
+"""Text → audio with one loaded model: G2P, token-window chunking, voices and the engine together.
+
+This is what the server's workers, the agent and ``koe say`` share. Loading takes seconds (model, spaCy,
+voices, a warm-up utterance) and only verifies what ``koe install`` fetched; everything after is
+thread-safe. :class:`SegmentDecode` is the one place where a segment's phonemes go to the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from koe.engine.assets import locate
+from koe.engine.base import BufferedAudio, Engine, SynthesisRequest, UtteranceStream
+from koe.engine.registry import EngineOptions, load_engine
+from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
+from koe.engine.voices import AMERICAN, BRITISH, DEFAULT_VOICE, ENGLISH_VOICES, VoiceBank
+from koe.errors import ConfigError
+from koe.g2p.base import G2P
+from koe.g2p.chunk import split_phonemes
+from koe.g2p.misaki import MisakiG2P
+from koe.pipeline.params import LANGS, validate_lang
+from koe.pipeline.voice import Voice, resolve_voice
+from koe.settings import Settings
+from koe.text.segment import Segmenter
+from koe.types import SAMPLE_RATE, Audio
+
+logger = logging.getLogger(__name__)
+
+_WARMUP_TEXT = "Hello there, this warms the model up."
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechOptions:
+    """What to load: the engine and where its files are, the voices, the accents."""
+
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    model_dir: Path | None = None  # a local directory with one .onnx (.pth for torch) and voices
+    download: bool = False  # the Hugging Face files `koe install --download` fetched
+    voices: tuple[str, ...] = ENGLISH_VOICES
+    warmup: bool = True
+    langs: tuple[str, ...] = LANGS
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> SpeechOptions:
+        """The one place settings become engine options (``overrides``: ``warmup``, ``voices``...)."""
+        engine = EngineOptions(kind=settings.engine, threads=settings.threads_per_worker)
+        options = cls(engine=engine, model_dir=settings.model_dir, download=settings.download)
+        return replace(options, **overrides)
+
+
+@dataclass(frozen=True, slots=True)
+class PhonemePiece:
+    """One engine request's phonemes and the words spoken in it (phoneme spans relative to this piece,
+    text spans in the text given to :meth:`Speech.phonemize_words`)."""
+
+    phonemes: str
+    words: tuple[WordSpan, ...]
+
+
+class Speech:
+    """G2P + engine + voices, loaded once and shared by every worker thread."""
+
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, engine: Engine, voices: VoiceBank, g2p: dict[str, G2P]) -> None:
+        self.engine = engine
+        self.voices = voices
+        self._g2p = g2p
+
+    @classmethod
+    def load(cls, options: SpeechOptions | None = None) -> Speech:
+        """Load model, voices and G2P, then synthesize one warm-up sentence so the first request is fast.
+
+        Raises:
+            AssetError: a file is missing or fails its hash; the message says which command fetches it.
+        """
+        options = options or SpeechOptions()
+        started = time.perf_counter()
+        source = locate(options.engine.kind, options.model_dir, options.download, list(options.voices))
+        engine = load_engine(options.engine, source)
+        names = None if options.model_dir is not None else options.voices
+        voices = VoiceBank.load(source.voices_dir, names)
+        g2p: dict[str, G2P] = {lang: MisakiG2P(british=lang == BRITISH) for lang in options.langs}
+        speech = cls(engine, voices, g2p)
+        if options.warmup:
+            speech.synthesize(_WARMUP_TEXT, voice=voices.names()[0])
+        logger.info("speech loaded in %.1f s (%d voices)", time.perf_counter() - started, len(voices.names()))
+        return speech
+
+    def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
+        """``spec`` resolved for a turn; raises ``VoiceError`` or ``ConfigError`` (:func:`resolve_voice`)."""
+        return resolve_voice(self.voices, spec, speed, lang)
+
+    def phonemize(self, text: str, lang: str = AMERICAN) -> list[str]:
+        """Phoneme pieces of ``text``, each within the model's window; ``[]`` when nothing is speakable."""
+        return [piece.phonemes for piece in self.phonemize_words(text, lang)]
+
+    def phonemize_words(self, text: str, lang: str = AMERICAN) -> list[PhonemePiece]:
+        """Like :meth:`phonemize`, with each piece's words (to time them with the engine's durations)."""
+        g2p = self._g2p.get(validate_lang(lang))
+        if g2p is None:
+            raise ConfigError(f"lang {lang} is not loaded; loaded: {', '.join(self._g2p)}")
+        if not text.strip():
+            return []
+        phonemes, spans = g2p.phonemize_words(text)
+        pieces: list[PhonemePiece] = []
+        cursor = 0
+        for piece in split_phonemes(phonemes):  # pieces are substrings: the phonemes are already normalized
+            offset = phonemes.find(piece, cursor)
+            cursor = offset + len(piece)
+            words = tuple(
+                WordSpan(s.text_start, s.text_end, s.phoneme_start - offset, s.phoneme_end - offset)
+                for s in spans
+                if offset <= s.phoneme_start and s.phoneme_end <= cursor
+            )
+            pieces.append(PhonemePiece(piece, words))
+        return pieces
+
+    def decode(
+        self,
+        text: str,
+        voice: Voice,
+        *,
+        windowed: bool = False,
+        buffered_s: BufferedAudio | None = None,
+        cancel: threading.Event | None = None,
+    ) -> SegmentDecode:
+        """One segment's spoken text, ready to run step by step (see :class:`SegmentDecode`)."""
+        return SegmentDecode(self, text, voice, windowed, buffered_s, cancel)
+
+    def synthesize(
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, lang: str | None = None
+    ) -> Audio:
+        """Whole-text synthesis (no streaming), one segment at a time, so every sentence gets its own
+        prosody and nothing is truncated; markdown, symbols and URLs are normalized as in streaming."""
+        resolved = self.voice(voice, speed, lang)
+        segmenter = Segmenter()
+        audio = []
+        for segment in (*segmenter.feed(text), *segmenter.flush()):
+            decode = self.decode(segment.spoken_text, resolved)
+            decode.open()
+            audio.append(decode.next_audio())
+        return np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)
+
+
+@dataclass(slots=True)
+class _Piece:
+    stream: UtteranceStream
+    pending: deque[Audio]  # audio its stream produced while it was being opened (engines without timing)
+
+
+class SegmentDecode:
+    """One segment's text through G2P and the engine, as bounded steps run in a worker thread.
+
+    :meth:`open` does G2P and each phoneme piece's first step — with timings, that is all of the segment's
+    words — then :meth:`next_audio` returns the audio: all of it at once, or with ``windowed`` one bounded
+    piece per call (the engine's windows, sized from ``buffered_s``) until :attr:`done`. Once ``cancel`` is
+    set no step decodes anything more. Not thread-safe: one caller at a time.
+    """
+
+    def __init__(
+        self,
+        speech: Speech,
+        text: str,
+        voice: Voice,
+        windowed: bool,
+        buffered_s: BufferedAudio | None,
+        cancel: threading.Event | None,
+    ) -> None:
+        self._speech = speech
+        self._text = text
+        self._voice = voice
+        self._windowed = windowed
+        self._buffered_s = buffered_s
+        self._cancel = cancel
+        self._pieces: deque[_Piece] | None = None
+
+    @property
+    def done(self) -> bool:
+        """Opened, and no audio is left."""
+        return self._pieces is not None and not self._pieces
+
+    def next_cost_s(self) -> float:
+        """Predicted seconds of work of the next :meth:`next_audio`."""
+        return self._pieces[0].stream.next_cost_s() if self._pieces else 0.0
+
+    def open(self) -> list[WordTiming]:
+        """G2P and every piece's timing: the segment's words, seconds from its first sample (empty when the
+        engine gives no timings)."""
+        engine = self._speech.engine
+        self._pieces = deque()
+        words: list[WordTiming] = []
+        samples = 0
+        for piece in self._speech.phonemize_words(self._text, self._voice.lang):
+            request = SynthesisRequest(piece.phonemes, self._voice.style, self._voice.speed)
+            stream = engine.stream(
+                request, windowed=self._windowed, buffered_s=self._buffered_s, cancel=self._cancel
+            )
+            first = next(stream, None)
+            if first is None:  # nothing the model can say, or cancelled
+                continue
+            pending: deque[Audio] = deque()
+            if isinstance(first, SegmentTiming):
+                offset_s = samples / SAMPLE_RATE
+                words += (
+                    WordTiming(w.text_start, w.text_end, w.start_s + offset_s, w.end_s + offset_s)
+                    for w in first.words(piece.words)
+                )
+                samples += first.samples
+            else:
+                pending.append(first.audio)
+            self._pieces.append(_Piece(stream, pending))
+        return words
+
+    def next_audio(self) -> Audio:
+        """The next audio (blocking): the rest of the segment, or with ``windowed`` one step of it; empty
+        when cancelled."""
+        assert self._pieces is not None, "open() first"
+        parts: list[Audio] = []
+        while self._pieces and not (self._windowed and parts):
+            head = self._pieces[0]
+            if head.pending:
+                parts.append(head.pending.popleft())
+                continue
+            event = next(head.stream, None)
+            if event is None:  # the piece is spoken, or cancelled
+                self._pieces.popleft()
+            elif not isinstance(event, SegmentTiming):  # a piece's timing is its first event only
+                parts.append(event.audio)
+        while self._pieces and self._pieces[0].stream.done and not self._pieces[0].pending:
+            self._pieces.popleft()  # so that the caller knows this was the last step
+        if not parts:
+            return np.zeros(0, dtype=np.float32)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)

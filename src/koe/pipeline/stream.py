@@ -1,0 +1,235 @@
+"""One turn's text → its segments' audio, in order, through the shared scheduler.
+
+Text is cut as late as possible: a segment is cut only when the scheduler has room for it, after the
+segmenter has been told how much text fits in the time the listener's audio buys (short first segments,
+longer ones as audio accumulates). Every transport's turns (WebSocket, HTTP, the agent) use this.
+
+Each segment in flight is driven by its own task: it awaits the segment's job, keeps the part, and queues
+the next step when the segment is windowed — each step due when the listener would run out of audio (the
+audio before it in the listener's queue), so windows of every session interleave by deadline and a long
+segment never holds a worker for long. Closing the stream cancels those tasks, and with them the jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from koe.errors import OverloadedError
+from koe.pipeline.job import Part, SegmentJob
+from koe.pipeline.listener import Listener, Progress
+from koe.pipeline.speech import Speech
+from koe.pipeline.voice import Voice
+from koe.scheduler.cost import SegmentCost
+from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
+from koe.text.segment import Segment, Segmenter
+
+logger = logging.getLogger(__name__)
+
+#: The segmenter is fed a word at a time, so each cut sees the hint set just before it.
+_WORD = re.compile(r"\S*\s*")
+#: The shortest hint given: below this a cut would land mid-phrase ("Sure, I can help with / that.")
+#: for too little gain; a first segment still ends at its first clause or sentence when that is shorter.
+MIN_HINT_CHARS = 40
+#: The buffered text is compacted once this much of it has been fed (keeps appends O(1) amortized).
+_COMPACT_AT_CHARS = 4096
+
+
+@dataclass(eq=False, slots=True)
+class _InFlight:
+    """A segment on its way: its job, its place in the listener's account, its parts not yet handed out."""
+
+    job: SegmentJob
+    progress: Progress
+    cancel: threading.Event
+    driver: asyncio.Task[None] | None = None
+    ready: deque[Part] = field(default_factory=deque)
+    error: BaseException | None = None
+
+
+class SegmentStream:
+    """Segments of one turn, synthesized in order; fed with :meth:`add`, ended with :meth:`finish`.
+
+    Args:
+        speech: the loaded model.
+        scheduler: where jobs run; the first job of the stream goes through admission control.
+        cost: how long synthesis takes (for deadlines and segment-length hints); fed with each segment.
+        voice: the turn's voice.
+        listener: the listener's account (shared by a session's turns).
+        segmenter: a fresh segmenter for this turn.
+        lookahead: segments queued or running at once.
+        windowed: each segment a chain of one-window jobs, its audio in parts.
+    """
+
+    def __init__(
+        self,
+        speech: Speech,
+        scheduler: Scheduler,
+        cost: SegmentCost,
+        voice: Voice,
+        listener: Listener,
+        segmenter: Segmenter,
+        *,
+        lookahead: int,
+        windowed: bool = False,
+    ) -> None:
+        self._speech = speech
+        self._scheduler = scheduler
+        self._cost = cost
+        self.voice = voice
+        self.listener = listener
+        self._segmenter = segmenter
+        self._lookahead = lookahead
+        self._windowed = windowed
+        self._buffer = ""
+        self._fed = 0
+        self._cut: deque[Segment] = deque()
+        self._in_flight: deque[_InFlight] = deque()
+        self._finishing = False
+        self._flushed = False
+        self._admitted = False
+        self._changed = asyncio.Event()
+        #: monotonic time the first segment was cut: where time-to-first-audio starts
+        self.first_cut_at: float | None = None
+
+    def add(self, text: str) -> None:
+        """More text of the turn (any size, any split)."""
+        if self._fed >= _COMPACT_AT_CHARS:
+            self._buffer, self._fed = self._buffer[self._fed :], 0
+        self._buffer += text
+        self._changed.set()
+
+    def finish(self) -> None:
+        """The turn's text is complete: what remains will be spoken."""
+        self._finishing = True
+        self._changed.set()
+
+    def start(self) -> None:
+        """Submit what can be submitted now, so that a refusal (``OverloadedError``) is raised here."""
+        self._fill()
+
+    async def next(self) -> Part | None:
+        """The next part of a segment, in order; ``None`` once the finished turn is spoken.
+
+        Raises whatever a job raised (``SynthesisError``...) with the rest of that segment skipped, and
+        ``OverloadedError`` when admission refuses the turn's first segment. Cancelling is safe: jobs keep
+        their place; call :meth:`close` to drop them.
+        """
+        while True:
+            self._fill()
+            if self._in_flight:
+                head = self._in_flight[0]
+                if head.ready:
+                    return self._hand_out(head, head.ready.popleft())
+                if head.error is not None:
+                    self._drop(self._in_flight.popleft())
+                    raise head.error
+            elif self._flushed and not self._cut:
+                return None
+            self._changed.clear()
+            await self._changed.wait()
+
+    def close(self) -> None:
+        """Cancel every queued or running job of this turn and drop its unsent parts; idempotent."""
+        while self._in_flight:
+            self._drop(self._in_flight.popleft())
+
+    def _drop(self, item: _InFlight) -> None:
+        item.cancel.set()
+        if item.driver is not None:
+            item.driver.cancel()
+        self.listener.forget(item.progress)
+
+    def _hand_out(self, head: _InFlight, part: Part) -> Part:
+        self.listener.handed(head.progress, part.audio.size)
+        if part.last:
+            self._in_flight.popleft()
+            self.listener.forget(head.progress)
+            self._cost.observe(len(part.segment.spoken_text), part.end_s, part.took_s)
+        return part
+
+    async def _drive(self, item: _InFlight, job: asyncio.Future[Part]) -> None:
+        """Await the segment's jobs one after another, keeping each part (or the error) for :meth:`next`."""
+        try:
+            while True:
+                part = await job
+                item.ready.append(part)
+                self.listener.produced(item.progress, part.audio.size)
+                self._changed.set()
+                if part.last:
+                    return
+                job = self._scheduler.submit(
+                    item.job.step,
+                    deadline=self.listener.deadline(item.progress),
+                    cost_s=item.job.next_cost_s(),
+                )
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the stream dropped the segment
+            item.error = OverloadedError(  # the scheduler cancelled the job: it is shutting down
+                "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
+            )
+            self._changed.set()
+        except Exception as exc:  # kept for the consumer, which reports it and skips the segment
+            item.error = exc
+            self._changed.set()
+
+    def _fill(self) -> None:
+        while len(self._in_flight) < self._lookahead:
+            segment = self._cut_one()
+            if segment is None:
+                return
+            estimate = self._cost.audio_s(len(segment.spoken_text), self.voice.speed)
+            progress = self.listener.track(estimate)
+            cancel = threading.Event()
+            job = SegmentJob(
+                self._speech,
+                segment,
+                self.voice,
+                cancel,
+                windowed=self._windowed,
+                buffered_s=self.listener.buffered_s if self._windowed else None,
+            )
+            try:
+                first = self._scheduler.submit(
+                    job.step,
+                    deadline=self.listener.deadline(progress),
+                    cost_s=self._cost.synthesis_s(estimate),
+                    admit=not self._admitted,
+                )
+            except BaseException:
+                self.listener.forget(progress)
+                raise
+            self._admitted = True
+            item = _InFlight(job, progress, cancel)
+            item.driver = asyncio.get_running_loop().create_task(
+                self._drive(item, first), name=f"koe-segment-{segment.index}"
+            )
+            self._in_flight.append(item)
+
+    def _cut_one(self) -> Segment | None:
+        if not self._cut:
+            if not self._windowed:  # windowed, a segment of any length starts as soon as a short one
+                hint = max(
+                    MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
+                )
+                self._segmenter.set_next_limit(hint)
+            while not self._cut and self._fed < len(self._buffer):
+                word = _WORD.match(self._buffer, self._fed)
+                assert word is not None  # the pattern matches at least one character before the end
+                self._fed = word.end()
+                self._cut.extend(self._segmenter.feed(word.group()))
+            if not self._cut and self._finishing and not self._flushed:
+                self._flushed = True
+                self._cut.extend(self._segmenter.flush())
+        if not self._cut:
+            return None
+        if self.first_cut_at is None:
+            self.first_cut_at = time.monotonic()
+        return self._cut.popleft()

@@ -1,0 +1,63 @@
+"""The loaded model and the shared scheduler: what every transport opens its turns' streams from.
+
+One :class:`Synthesizer` per server. It is also the one place that decides whether a turn's segments are
+decoded in windows: when the server asks for it (``Settings.windowed``), the engine can
+(``capabilities.windowed``), and the transport plays audio as it arrives (not a complete file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from koe.pipeline.listener import Listener
+from koe.pipeline.speaker import Observer, Speaker
+from koe.pipeline.speech import Speech
+from koe.pipeline.stream import SegmentStream
+from koe.pipeline.voice import Voice
+from koe.scheduler.cost import SegmentCost
+from koe.scheduler.queue import Scheduler
+from koe.text.segment import Segmenter
+
+
+@dataclass(frozen=True, slots=True)
+class Synthesizer:
+    """Everything a turn's synthesis shares with every other turn of the server.
+
+    Attributes:
+        speech: the loaded model.
+        scheduler: the worker threads, earliest playback deadline first.
+        cost: the segment cost model, fed by every finished segment.
+        observer: the metrics.
+        lookahead: segments of one turn queued or running at once.
+        windowed: streamed segments decode in windows, where the engine can.
+    """
+
+    speech: Speech
+    scheduler: Scheduler
+    cost: SegmentCost
+    observer: Observer
+    lookahead: int = 1
+    windowed: bool = False
+
+    def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
+        """Raises ``VoiceError`` or ``ConfigError`` for a bad voice, speed or accent."""
+        return self.speech.voice(spec, speed, lang)
+
+    def stream(self, voice: Voice, listener: Listener, *, whole: bool = False) -> SegmentStream:
+        """A new turn's stream for ``listener``; ``whole`` when the transport needs each segment in one
+        part (a complete file, an agent segment announced with its duration)."""
+        windowed = self.windowed and not whole and self.speech.engine.capabilities.windowed
+        return SegmentStream(
+            self.speech,
+            self.scheduler,
+            self.cost,
+            voice,
+            listener,
+            Segmenter(),
+            lookahead=self.lookahead,
+            windowed=windowed,
+        )
+
+    def speaker(self, stream: SegmentStream, transport: str, *, started_at: float | None = None) -> Speaker:
+        """The consume loop of ``stream`` for ``transport`` (see :class:`Speaker`)."""
+        return Speaker(stream, self.observer, transport, started_at=started_at)

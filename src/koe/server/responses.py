@@ -1,0 +1,165 @@
+"""An HTTP speech response: streamed segment by segment as synthesized, or one complete file.
+
+With ``timestamps`` the words come too: a ``speech.words`` event before each segment's audio events
+(SSE), or one JSON body holding the whole file in base64 and every word (docs/api.md). With windowed
+decoding a streamed segment's audio comes in parts as they are decoded; a complete file is decoded whole.
+
+Admission, voice and the first job's place in the queue are all settled before the status line is sent,
+so a refusal is a proper 503/400 rather than a broken stream. A streamed body holds its request slot
+until the response ends, however it ends (client gone, error, done).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import ExitStack
+
+import numpy as np
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from koe.audio.encoder import StreamEncoder, encode_whole
+from koe.audio.formats import content_type
+from koe.pipeline.listener import Listener
+from koe.pipeline.speaker import SegmentAudio, SegmentFailed, SegmentStarted, Speaker
+from koe.pipeline.words import SpokenWord
+from koe.server.metrics import Metrics
+from koe.server.requests import SpeechRequest
+from koe.server.runtime import Runtime
+from koe.types import SAMPLE_RATE
+
+logger = logging.getLogger(__name__)
+
+
+class _HeldStreamingResponse(StreamingResponse):
+    """A streaming response that runs ``release`` when it ends, even if its body was never iterated."""
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], media_type: str) -> None:
+        super().__init__(content, media_type=media_type)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+async def respond(runtime: Runtime, request: SpeechRequest, received_at: float) -> Response:
+    """Synthesize ``request``; raises ``KoeError`` (overload, unknown voice) before any byte is sent."""
+    held = ExitStack()
+    synthesizer = held.enter_context(runtime.admitted("http"))
+    try:
+        voice = synthesizer.voice(request.voice, request.speed)
+        stream = synthesizer.stream(voice, Listener(), whole=_is_whole(request))
+        stream.add(request.text)
+        stream.finish()
+        stream.start()
+    except BaseException:
+        held.close()
+        raise
+    held.callback(stream.close)
+    speaker = synthesizer.speaker(stream, "http", started_at=received_at)
+    held.callback(_log_request, request, speaker)
+    parts = _parts(speaker, runtime.metrics)
+    if _is_whole(request):
+        with held:
+            return await _whole(parts, speaker, request)
+    chunks = _chunks(parts, request)
+    if request.sse:
+        return _HeldStreamingResponse(_sse(chunks, request.timestamps), held.close, "text/event-stream")
+    return _HeldStreamingResponse(_audio(chunks), held.close, content_type(request.format))
+
+
+def _is_whole(request: SpeechRequest) -> bool:
+    """One complete body: nothing is heard before the end, so windows would only add work."""
+    return not request.stream or (request.timestamps and not request.sse)
+
+
+def _log_request(request: SpeechRequest, speaker: Speaker) -> None:
+    """The request's one summary line: counts and times, never its text."""
+    fields = {"request": uuid.uuid4().hex[:12], "chars": len(request.text), "format": request.format.value}
+    logger.info("request ended", extra={**fields, **speaker.tally.fields(speaker.started_at)})
+
+
+Parts = AsyncIterator[tuple[tuple[SpokenWord, ...], SegmentAudio]]
+
+
+async def _parts(speaker: Speaker, metrics: Metrics) -> Parts:
+    """Each part of a segment's audio with its segment's words (with the first part), timed from the
+    response's first sample; a segment that fails is logged and skipped."""
+    words: tuple[SpokenWord, ...] = ()
+    async for event in speaker.events():
+        match event:
+            case SegmentStarted():
+                words = event.turn_words()
+            case SegmentAudio():
+                yield words, event
+                words = ()
+            case SegmentFailed(error=error):
+                metrics.errors.labels(error.code).inc()
+                logger.warning("a segment failed and was skipped: %s", error.message)
+    speaker.tally.outcome = "completed"
+
+
+async def _chunks(
+    parts: Parts, request: SpeechRequest
+) -> AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]:
+    """Each part's encoded audio (may be empty: encoders buffer) with its words; then the encoder's tail."""
+    encoder = StreamEncoder(request.format, request.sample_rate)
+    async for words, part in parts:
+        yield words, encoder.encode(part.audio)
+    yield (), encoder.finish()
+
+
+async def _audio(chunks: AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]) -> AsyncIterator[bytes]:
+    async for _words, data in chunks:
+        if data:
+            yield data
+
+
+async def _sse(
+    chunks: AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]], timestamps: bool
+) -> AsyncIterator[bytes]:
+    """OpenAI's ``stream_format=sse``: base64 audio in ``speech.audio.delta`` events, then ``done``; with
+    ``timestamps``, a ``speech.words`` event before each segment's audio."""
+    async for words, data in chunks:
+        if timestamps and words:
+            yield _event({"type": "speech.words", "words": [word.to_json() for word in words]})
+        if data:
+            yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
+    yield _event({"type": "speech.audio.done"})
+
+
+def _event(body: dict[str, object]) -> bytes:
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+
+async def _whole(parts: Parts, speaker: Speaker, request: SpeechRequest) -> Response:
+    pieces: list[np.ndarray] = []
+    words: list[SpokenWord] = []
+    async for part_words, part in parts:
+        pieces.append(part.audio)
+        words += part_words
+    audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+    duration = len(audio) / SAMPLE_RATE
+    inference_s = speaker.tally.synthesis_s
+    body = encode_whole(audio, request.format, request.sample_rate)
+    headers = {
+        "X-Audio-Duration": f"{duration:.3f}",
+        "X-Inference-Time-Ms": f"{inference_s * 1000:.0f}",
+        "X-RTF": f"{inference_s / duration:.3f}" if duration else "0",
+    }
+    if request.timestamps:
+        timestamped = {
+            "audio": base64.b64encode(body).decode("ascii"),
+            "content_type": content_type(request.format),
+            "duration_s": round(duration, 3),
+            "words": [word.to_json() for word in words],
+        }
+        return JSONResponse(timestamped, headers=headers)
+    return Response(body, media_type=content_type(request.format), headers=headers)

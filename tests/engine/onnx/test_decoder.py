@@ -1,0 +1,152 @@
+"""Streaming one segment: timing first, silence at once, chunks that add up, cancel, words that line up."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from koe.engine.base import AudioChunk, StreamEvent, SynthesisRequest
+from koe.engine.onnx.calibration import Calibration
+from koe.engine.onnx.decoder import OnnxStream, StreamingDecoder
+from koe.engine.onnx.windowing import LEAD_DECODED_FRAMES, MIN_WINDOWED_FRAMES
+from koe.engine.timing import FRAME_SAMPLES, SegmentTiming
+from koe.pipeline.listener import PlaybackClock
+from koe.pipeline.speech import Speech
+from koe.types import SAMPLE_RATE
+from support import Transcriber, words
+
+SENTENCE = "Please call Stella and ask her to bring these things with her from the store."
+
+
+def _request(speech: Speech, text: str, voice: str = "af_heart", speed: float = 1.0) -> SynthesisRequest:
+    (phonemes,) = speech.phonemize(text, speech.voices.lang_of(voice))
+    return SynthesisRequest(phonemes, speech.voices.resolve(voice), speed)
+
+
+def _played(streaming: StreamingDecoder, request: SynthesisRequest) -> tuple[OnnxStream, list[StreamEvent]]:
+    """The windowed stream of ``request`` for a listener who plays each chunk in real time as it comes."""
+    clock = PlaybackClock()
+    segment = streaming.stream(request, windowed=True, buffered_s=clock.ahead_s)
+    events = []
+    for event in segment:
+        events.append(event)
+        if isinstance(event, AudioChunk):
+            clock.delivered(event.audio.size / SAMPLE_RATE)
+    return segment, events
+
+
+def _split(events: list[StreamEvent]) -> tuple[SegmentTiming, list[AudioChunk]]:
+    timing, *chunks = events
+    assert isinstance(timing, SegmentTiming)
+    assert all(isinstance(chunk, AudioChunk) for chunk in chunks)
+    return timing, [chunk for chunk in chunks if isinstance(chunk, AudioChunk)]
+
+
+def test_timing_comes_first_then_silence_then_chunks_as_long_as_the_whole_decode(
+    speech: Speech, streaming: StreamingDecoder
+) -> None:
+    request = _request(speech, SENTENCE)
+    segment, events = _played(streaming, request)
+    timing, chunks = _split(events)
+    whole = speech.engine.synthesize(request)
+    assert timing.samples == whole.size == sum(chunk.audio.size for chunk in chunks)
+    assert [chunk.start for chunk in chunks] == list(np.cumsum([0] + [c.audio.size for c in chunks[:-1]]))
+    lead = chunks[0].audio
+    assert lead.size == (timing.lead_frames - LEAD_DECODED_FRAMES) * FRAME_SAMPLES and not lead.any()
+    assert np.abs(whole[: lead.size]).max() < 1e-3  # the whole decode is silent there too
+    assert segment.windows >= 2 and len(chunks) == segment.windows + 1
+
+
+def test_windows_nobody_can_size_are_refused(speech: Speech, streaming: StreamingDecoder) -> None:
+    with pytest.raises(ValueError, match="buffered_s or window_frames"):
+        streaming.stream(_request(speech, SENTENCE), windowed=True)
+
+
+def test_cancel_from_another_thread_stops_within_one_window(
+    speech: Speech, streaming: StreamingDecoder
+) -> None:
+    cancel = threading.Event()
+    segment = streaming.stream(_request(speech, SENTENCE), cancel=cancel, window_frames=16, windowed=True)
+    windows_when_cancelled: list[int] = []
+
+    def consume() -> list[StreamEvent]:
+        received = []
+        for event in segment:  # runs in a worker thread, as under the scheduler
+            received.append(event)
+            if len(received) == 3:  # timing, silence, first window
+                cancel.set()
+                windows_when_cancelled.append(segment.windows)
+        return received
+
+    with ThreadPoolExecutor(1) as pool:
+        received = pool.submit(consume).result()
+    timing, chunks = _split(received)
+    assert len(chunks) == 2 and segment.windows == windows_when_cancelled[0] == 1
+    assert sum(chunk.audio.size for chunk in chunks) < timing.samples
+    assert list(segment) == []  # a cancelled stream stays finished
+
+
+def test_by_default_timing_comes_right_after_stage_a_and_audio_is_the_whole_decode(
+    speech: Speech, streaming: StreamingDecoder
+) -> None:
+    request = _request(speech, "Short and plain.", voice="am_michael", speed=1.1)
+    timing, chunks = _split(list(speech.engine.stream(request)))
+    assert len(chunks) == 1 and np.array_equal(chunks[0].audio, speech.engine.synthesize(request))
+    assert timing.samples == chunks[0].audio.size
+
+
+def test_an_uncalibrated_voice_decodes_whole_identically_and_still_has_timing(
+    speech: Speech, streaming: StreamingDecoder, tmp_path: Path
+) -> None:
+    empty = Calibration(streaming.stages, streaming.calibration.model_sha256, tmp_path, background=False)
+    fresh = StreamingDecoder(streaming.stages, empty, streaming.cost, streaming.front_s_per_token)
+    request = _request(speech, SENTENCE)
+    timing, chunks = _split(list(fresh.stream(request, windowed=True, window_frames=16)))
+    assert len(chunks) == 1 and np.array_equal(chunks[0].audio, speech.engine.synthesize(request))
+    assert timing.samples == chunks[0].audio.size
+    assert list(tmp_path.iterdir()) == []  # nothing calibrated behind the caller's back
+
+
+def test_a_segment_too_short_to_need_windows_decodes_whole_even_when_windowed(
+    speech: Speech, streaming: StreamingDecoder
+) -> None:
+    request = _request(speech, "Short and plain.")
+    timing, chunks = _split(_played(streaming, request)[1])
+    assert timing.frames < MIN_WINDOWED_FRAMES
+    assert len(chunks) == 1 and np.array_equal(chunks[0].audio, speech.engine.synthesize(request))
+
+
+def test_word_timings_are_ordered_cover_the_audio_and_cut_between_the_right_words(
+    speech: Speech, streaming: StreamingDecoder, transcribe: Transcriber
+) -> None:
+    text = "Please call Stella. Ask her to bring these things."
+    (piece,) = speech.phonemize_words(text)
+    style = speech.voices.resolve("af_heart")
+    timing, chunks = _split(list(streaming.stream(SynthesisRequest(piece.phonemes, style))))
+    audio = np.concatenate([chunk.audio for chunk in chunks])
+    timed = timing.words(piece.words)
+    assert [text[w.text_start : w.text_end] for w in timed] == text.replace(".", "").split()
+    assert all(w.start_s < w.end_s for w in timed)
+    assert all(a.end_s <= b.start_s for a, b in itertools.pairwise(timed))
+    assert timed[0].start_s == pytest.approx(timing.lead_frames * FRAME_SAMPLES / SAMPLE_RATE)
+    assert timed[-1].end_s <= audio.size / SAMPLE_RATE
+    cut = int(timed[3].start_s * SAMPLE_RATE)  # where "Ask" begins
+    pause = np.zeros(SAMPLE_RATE // 2, dtype=np.float32)  # the ASR drops words that start a clip abruptly
+    assert words(transcribe(np.concatenate([audio[:cut], pause]))) == ["please", "call", "stella"]
+    assert words(transcribe(np.concatenate([pause, audio[cut:]])))[:2] == ["ask", "her"]
+
+
+def test_phonemize_words_keeps_words_of_every_piece_when_text_is_split(speech: Speech) -> None:
+    sentence = "Alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november. "
+    text = sentence * 7
+    pieces = speech.phonemize_words(text)
+    assert len(pieces) >= 2
+    spoken = [text[w.text_start : w.text_end] for piece in pieces for w in piece.words]
+    assert spoken == text.replace(".", "").split()
+    for piece in pieces:
+        assert all(0 <= w.phoneme_start < w.phoneme_end <= len(piece.phonemes) for w in piece.words)

@@ -1,0 +1,198 @@
+"""A scripted stand-in for the model, so protocol, session, turn, scheduler and barge-in tests run in
+milliseconds: a real :class:`~koe.pipeline.speech.Speech` whose engine and G2P are fakes.
+
+* :class:`FakeG2P` spells each word's letters as phoneme symbols (every word is timed);
+* :class:`FakeEngine` gives each phoneme token ``FRAMES_PER_TOKEN`` frames (divided by the speed) and
+  the padding tokens one each, as Kokoro's durations do, and a deterministic tone whose pitch follows the
+  token and whose level follows the voice's style, so speed, voice and text all change the audio. It
+  times its tokens and decodes in windows like the ONNX engine, fails on demand (a word containing
+  :data:`FAIL_WORD`), and can be slowed or held (``delay_s``, ``gate``) to make scheduling observable.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from koe.engine.base import AudioChunk, BufferedAudio, Capabilities, StreamEvent, SynthesisRequest
+from koe.engine.timing import FRAME_SAMPLES, SegmentTiming, WordSpan
+from koe.engine.vocab import tokenize, vocabulary
+from koe.engine.voices import ENGLISH_VOICES, STYLE_ROWS, STYLE_WIDTH, VoiceBank
+from koe.errors import SynthesisError
+from koe.pipeline.speech import Speech
+from koe.types import SAMPLE_RATE, Audio, StyleTable
+
+#: Frames per phoneme token at speed 1 (50 ms): a word of five letters lasts a quarter of a second.
+FRAMES_PER_TOKEN = 2
+#: A word containing this makes the engine fail on its segment (``SynthesisError``).
+FAIL_WORD = "kaboom"
+#: Frames of one window when decoding in windows.
+WINDOW_FRAMES = 8
+_PUNCTUATION = '.,;:!?"()'
+
+
+class FakeG2P:
+    """Each word's letters, lower-cased, as phonemes ("g" as IPA "ɡ"); punctuation the model knows stays."""
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+
+    def phonemize(self, text: str) -> str:
+        return self.phonemize_words(text)[0]
+
+    def phonemize_words(self, text: str) -> tuple[str, list[WordSpan]]:
+        vocab = vocabulary()
+        out = ""
+        spans: list[WordSpan] = []
+        for match in re.finditer(r"\S+", text):
+            symbols = "".join(c for c in match.group().lower().replace("g", "ɡ") if c in vocab)
+            letters = symbols.strip(_PUNCTUATION)
+            if not letters:
+                out += symbols
+                continue
+            if out:
+                out += " "
+            word = re.search(r"\w(?:.*\w)?", match.group())
+            assert word is not None  # it has letters
+            at = len(out) + symbols.index(letters)
+            spans.append(
+                WordSpan(match.start() + word.start(), match.start() + word.end(), at, at + len(letters))
+            )
+            out += symbols
+        return out, spans
+
+
+class FakeEngine:
+    """Deterministic audio with real durations; see the module docstring."""
+
+    name = "fake"
+    sample_rate = SAMPLE_RATE
+
+    def __init__(
+        self,
+        *,
+        delay_s: float = 0.0,
+        gate: threading.Event | None = None,
+        gate_after: int = 0,
+        windowed: bool = True,
+    ) -> None:
+        """``gate``: calls after the first ``gate_after`` wait until it is set (a held worker)."""
+        self.capabilities = Capabilities(word_timings=True, windowed=windowed, max_batch=4)
+        self.delay_s = delay_s
+        self.gate = gate
+        self.gate_after = gate_after
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def durations(self, request: SynthesisRequest) -> np.ndarray:
+        ids = tokenize(request.phonemes)
+        per_token = max(1, round(FRAMES_PER_TOKEN / request.speed))
+        return np.array([1, *([per_token] * len(ids)), 1], dtype=np.int64)
+
+    def synthesize(self, request: SynthesisRequest) -> Audio:
+        ids = tokenize(request.phonemes)
+        if not ids:
+            return np.zeros(0, dtype=np.float32)
+        self.work(request)
+        return self.audio(request, ids, 0, int(self.durations(request).sum()))
+
+    def synthesize_batch(self, requests: Sequence[SynthesisRequest]) -> list[Audio]:
+        return [self.synthesize(request) for request in requests]
+
+    def prepare(self, style: StyleTable) -> None:
+        """Nothing to calibrate."""
+
+    def stream(
+        self,
+        request: SynthesisRequest,
+        *,
+        windowed: bool = False,
+        buffered_s: BufferedAudio | None = None,
+        cancel: threading.Event | None = None,
+    ) -> FakeStream:
+        tokenize(request.phonemes)  # an over-long utterance fails now, as the real engines do
+        return FakeStream(self, request, windowed and self.capabilities.windowed, buffered_s, cancel)
+
+    def work(self, request: SynthesisRequest) -> None:
+        """One engine call's cost: counted, failing, held or slowed as scripted."""
+        with self._lock:
+            self.calls += 1
+            call = self.calls
+        if FAIL_WORD in request.phonemes:
+            raise SynthesisError(f"the fake engine was told to fail on {FAIL_WORD!r}")
+        if self.gate is not None and call > self.gate_after and not self.gate.wait(30):
+            raise TimeoutError("the fake engine's gate was never opened")
+        if self.delay_s:
+            time.sleep(self.delay_s)
+
+    def audio(self, request: SynthesisRequest, ids: list[int], start: int, end: int) -> Audio:
+        """Frames ``[start, end)`` of the utterance: silence on the pads, one tone per token."""
+        durations = self.durations(request)
+        owners = np.repeat(np.arange(len(durations)), durations)[start:end]
+        level = 0.1 + 0.4 * float(np.abs(request.style[len(ids) - 1]).mean())
+        samples = np.arange(start * FRAME_SAMPLES, end * FRAME_SAMPLES, dtype=np.float64)
+        pitch = np.array([0.0, *(200.0 + 10.0 * token for token in ids), 0.0])[owners]
+        tone = level * np.sin(2 * np.pi * np.repeat(pitch, FRAME_SAMPLES) * samples / SAMPLE_RATE)
+        return tone.astype(np.float32)
+
+
+class FakeStream(Iterator[StreamEvent]):
+    """The timing first, then the audio: whole, or :data:`WINDOW_FRAMES` frames a step."""
+
+    def __init__(
+        self,
+        engine: FakeEngine,
+        request: SynthesisRequest,
+        windowed: bool,
+        buffered_s: BufferedAudio | None,
+        cancel: threading.Event | None,
+    ) -> None:
+        self._engine = engine
+        self._request = request
+        self._ids = tokenize(request.phonemes)
+        self._windowed = windowed
+        self._buffered_s = buffered_s
+        self._cancel = cancel
+        self._frames = int(engine.durations(request).sum()) if self._ids else 0
+        self._timed = False
+        self._position = 0
+
+    @property
+    def done(self) -> bool:
+        return not self._ids or (self._timed and self._position >= self._frames)
+
+    def next_cost_s(self) -> float:
+        return 0.0 if self.done else self._engine.delay_s
+
+    def __next__(self) -> StreamEvent:
+        if self.done or (self._cancel is not None and self._cancel.is_set()):
+            raise StopIteration
+        if not self._timed:
+            self._timed = True
+            return SegmentTiming(self._request.phonemes, self._engine.durations(self._request))
+        if self._buffered_s is not None:
+            self._buffered_s()  # read as the real decoder does (from a worker thread)
+        end = min(self._frames, self._position + WINDOW_FRAMES) if self._windowed else self._frames
+        self._engine.work(self._request)
+        audio = self._engine.audio(self._request, self._ids, self._position, end)
+        chunk = AudioChunk(audio, self._position * FRAME_SAMPLES)
+        self._position = end
+        return chunk
+
+
+def fake_voices() -> VoiceBank:
+    """The English voice names, each a constant style table of its own level (a blend lies between)."""
+    tables = {
+        name: np.full((STYLE_ROWS, 1, STYLE_WIDTH), (index + 1) / len(ENGLISH_VOICES), dtype=np.float32)
+        for index, name in enumerate(ENGLISH_VOICES)
+    }
+    return VoiceBank(tables)
+
+
+def fake_speech(engine: FakeEngine | None = None) -> Speech:
+    """A :class:`Speech` on the fake engine and G2P (American and British), ready at once."""
+    return Speech(engine or FakeEngine(), fake_voices(), {lang: FakeG2P(lang) for lang in ("en-us", "en-gb")})
