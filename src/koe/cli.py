@@ -269,7 +269,14 @@ def _register_agent(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser = subparsers.add_parser(
         "agent", help="serve the voice agent alone (AgentCore contract) against a remote koe TTS endpoint"
     )
-    parser.add_argument("--tts-url", required=True, help="the koe TTS server, e.g. http://tts:8080")
+    parser.add_argument(
+        "--tts",
+        "--tts-url",
+        dest="tts",
+        help="the TTS: ws://host:8080 (a koe server) or sagemaker://ENDPOINT?region=us-east-1 "
+        "(default: KOE_TTS)",
+    )
+    parser.add_argument("--tts-api-key", help="the koe server's API key (default: KOE_API_KEY)")
     parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: KOE_PORT or 8080)")
     kinds = ["auto", "openai", "bedrock", "local", "none"]
@@ -288,15 +295,23 @@ def _run_agent(args: argparse.Namespace) -> int:
     from koe.agent.remote import RemoteSpeaker, remote_voices
     from koe.agent.routes import create_agent_app
     from koe.agent.service import VoiceAgent
+    from koe.client.target import parse_target
+    from koe.errors import ConfigError
     from koe.server.serve import uvicorn_config
     from koe.settings import Settings
 
+    tts = args.tts or os.environ.get("KOE_TTS")
+    if not tts:
+        raise ConfigError(
+            "koe agent needs its TTS: --tts ws://host:8080, --tts sagemaker://ENDPOINT or KOE_TTS"
+        )
+    target = parse_target(tts, api_key=args.tts_api_key)
     settings = Settings.from_env(host=args.host, port=args.port)
     flags = {name: getattr(args, name) for name in ("model", "base_url", "region", "max_tokens")}
     llm = LLMConfig.from_env(kind=args.llm, **flags)
-    speaker = RemoteSpeaker(args.tts_url, remote_voices(args.tts_url))
+    speaker = RemoteSpeaker(target, remote_voices(target))
     where = f"http://{settings.host}:{settings.port}"
-    _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {args.tts_url}")
+    _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {target.describe()}")
     uvicorn.Server(uvicorn_config(create_agent_app(VoiceAgent(speaker, llm)), settings)).run()
     return 0
 
