@@ -316,6 +316,34 @@ def _run_agent(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- koe agent-url -------------------------------------------------------------------------------------
+
+
+def _register_agent_url(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "agent-url",
+        help="the browser page's link to an agent on AgentCore Runtime (presigned, or with a JWT)",
+    )
+    parser.add_argument("runtime_arn", help="the agent's runtime ARN (the KoeAgent stack's AgentRuntimeArn)")
+    parser.add_argument("--page", default="http://127.0.0.1:8080/", help="where the page is served")
+    parser.add_argument("--token", help="a JWT for a runtime with a JWT authorizer (then nothing is signed)")
+    parser.add_argument("--session", help="the conversation's session id (default: a new one)")
+    parser.add_argument("--expires", type=int, default=300, help="seconds the presigned URL may be opened in")
+    parser.set_defaults(handler=_run_agent_url)
+
+
+def _run_agent_url(args: argparse.Namespace) -> int:
+    from koe.client.agentcore import RuntimeArn, page_url, presign, websocket_url
+
+    runtime = RuntimeArn.parse(args.runtime_arn)
+    url = websocket_url(runtime, args.session)
+    if args.token is None:
+        url = presign(url, runtime.region, expires_s=args.expires)
+        _stderr.print(f"presigned for {args.expires} s: open the page within that time")
+    sys.stdout.write(page_url(args.page, url, args.token) + "\n")
+    return 0
+
+
 # --- entry point -------------------------------------------------------------------------------------------
 
 
@@ -328,6 +356,7 @@ _REGISTRARS = (
     register_soak,
     _register_serve,
     _register_agent,
+    _register_agent_url,
 )
 
 
