@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
-from websockets.asyncio.client import connect
+from websockets.asyncio.client import ClientConnection, connect
 
 import koe.client.sagemaker
 import koe.errors
@@ -89,6 +90,12 @@ def read_turn(agent: LiveServer, text: str, session: str | None = None) -> list[
     return sse_events(response)
 
 
+async def speak(ws: ClientConnection, text: str) -> list[dict[str, Any]]:
+    """A read-aloud turn on the agent's socket: its JSON events up to its ``done``."""
+    await send(ws, {"type": "read", "text": text, "tokens_per_s": 40})
+    return messages(await until(ws, lambda m: m["type"] == "done"))
+
+
 def test_agentcore_paths_answer_at_the_root_with_word_timings(tts: Tts, agent: LiveServer) -> None:
     assert httpx.get(agent.http_url + "/ping").json() == {"status": "Healthy"}
     events = read_turn(agent, "Hello from the other container.", session="session-one")
@@ -151,11 +158,9 @@ def test_a_connection_lost_between_turns_is_reopened_and_the_page_is_told(
     async def main() -> None:
         async with connect(agent.ws_url + "/ws") as ws:
             await receive(ws)  # session
-            await send(ws, {"type": "read", "text": "Before.", "tokens_per_s": 40})
-            await until(ws, lambda m: m["type"] == "done")
+            await speak(ws, "Before.")
             tts.proxy.cut()  # the TTS restarted while nobody spoke
-            await send(ws, {"type": "read", "text": "After.", "tokens_per_s": 40})
-            events = messages(await until(ws, lambda m: m["type"] == "done"))
+            events = await speak(ws, "After.")
             kinds = [m["type"] for m in events]
             assert kinds[:2] == ["turn", "reconnected"] and "error" not in kinds
             assert events[1]["turn"] == 1 and "reopened" in events[1]["message"]
@@ -177,8 +182,7 @@ def test_a_connection_lost_mid_turn_is_an_error_and_the_next_turn_reconnects(
             rest = messages(await until(ws, lambda m: m["type"] == "done"))
             (error,) = [m for m in rest if m["type"] == "error"]
             assert error["turn"] == 0 and error["code"] == "upstream_error"
-            await send(ws, {"type": "read", "text": "Back again.", "tokens_per_s": 40})
-            events = messages(await until(ws, lambda m: m["type"] == "done"))
+            events = await speak(ws, "Back again.")
             assert [m["type"] for m in events][:2] == ["turn", "reconnected"]
             assert events[-1]["text"] == "Back again." and events[-1]["audio_s"] > 0
 

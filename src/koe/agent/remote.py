@@ -247,10 +247,6 @@ class RemoteSpeaker:
         self._target = target
         self._voices = voices
 
-    @property
-    def target(self) -> TtsTarget:
-        return self._target
-
     def voices(self) -> list[str]:
         return list(self._voices)
 
