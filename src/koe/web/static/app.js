@@ -85,7 +85,7 @@ async function connect() {
     const url = new URL("agent/ws", location.href);
     url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
     if (apiKey) url.searchParams.set("api_key", apiKey);
-    openSocket(url, []);
+    openSocket(url, []).catch(() => {}); // a failure closes the socket, and its close handler says so
   }
   setMode(info.llm_available ? "ask" : "read");
 }
