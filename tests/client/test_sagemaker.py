@@ -219,7 +219,7 @@ def test_the_client_signs_with_sigv4_for_sagemaker_on_a_duplex_http2_transport(
     assert str(config.endpoint_uri) == "https://runtime.sagemaker.eu-west-1.amazonaws.com:8443"
     assert config.transport.SUPPORTS_DUPLEX_STREAMING is True  # the CRT client: both ways at once
     sigv4 = config.auth_schemes[ShapeID("aws.auth#sigv4")]
-    assert sigv4.service == "sagemaker"
+    assert sigv4._service == "sagemaker"  # the scheme keeps its service name private
     # no credentials in the configuration: botocore's chain finds them when the SDK signs
     assert config.aws_access_key_id is None
     assert isinstance(config.aws_credentials_identity_resolver, BotocoreCredentials)
