@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 from urllib.parse import urlencode
@@ -301,6 +302,20 @@ async def sdk_config(region: str) -> Any:
     )
 
 
+#: One SDK client per event loop and Region: its HTTP/2 connections and CRT threads serve every stream.
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+async def _client(region: str) -> Any:
+    clients = _CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    if region not in clients:
+        config = await sdk_config(region)
+        from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client
+
+        clients[region] = AsyncSageMakerRuntimeHTTP2Client(config=config)
+    return clients[region]
+
+
 async def open_sdk_stream(
     endpoint_name: str, region: str, target_variant: str | None, query: str | None
 ) -> FrameStream:
@@ -309,11 +324,9 @@ async def open_sdk_stream(
     Raises:
         ConfigError: the SDK or ``awscrt`` is missing. Whatever the SDK raises on the call itself.
     """
-    config = await sdk_config(region)
-    from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client
+    client = await _client(region)
     from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamInput
 
-    client = AsyncSageMakerRuntimeHTTP2Client(config=config)
     stream = await client.invoke_endpoint_with_bidirectional_stream(
         InvokeEndpointWithBidirectionalStreamInput(
             endpoint_name=endpoint_name, target_variant=target_variant, model_query_string=query
