@@ -11,6 +11,9 @@ TORCH ?= torch==2.13.0
 TEST_EXTRAS := test,deploy,gpu,local-llm
 CDK_CLI ?= aws-cdk@2.1148.1
 CDK_ARGS ?=
+# `make deploy` deploys the endpoint and the agent on AgentCore Runtime; `make deploy AGENT=false` the
+# endpoint alone (docs/deploy.md)
+AGENT ?= true
 
 .PHONY: serve test lint typecheck pytest browser deploy audit lock clean
 
@@ -58,7 +61,7 @@ test: lint typecheck pytest
 deploy: $(BIN)/python
 	$(PIP) install -c requirements.lock -e '.[deploy]'
 	cd deploy/cdk && JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
-		npx --yes $(CDK_CLI) deploy --app "$(abspath $(BIN))/python app.py" $(CDK_ARGS)
+		npx --yes $(CDK_CLI) deploy --all --app "$(abspath $(BIN))/python app.py" -c koe:agent=$(AGENT) $(CDK_ARGS)
 
 # Needs internet to reach a vulnerability database; --strict fails on any package it could not check.
 audit: $(VENV)/.stamp-test

@@ -269,7 +269,14 @@ def _register_agent(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser = subparsers.add_parser(
         "agent", help="serve the voice agent alone (AgentCore contract) against a remote koe TTS endpoint"
     )
-    parser.add_argument("--tts-url", required=True, help="the koe TTS server, e.g. http://tts:8080")
+    parser.add_argument(
+        "--tts",
+        "--tts-url",
+        dest="tts",
+        help="the TTS: ws://host:8080 (a koe server) or sagemaker://ENDPOINT?region=us-east-1 "
+        "(default: KOE_TTS)",
+    )
+    parser.add_argument("--tts-api-key", help="the koe server's API key (default: KOE_API_KEY)")
     parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: KOE_PORT or 8080)")
     kinds = ["auto", "openai", "bedrock", "local", "none"]
@@ -288,16 +295,52 @@ def _run_agent(args: argparse.Namespace) -> int:
     from koe.agent.remote import RemoteSpeaker, remote_voices
     from koe.agent.routes import create_agent_app
     from koe.agent.service import VoiceAgent
+    from koe.client.target import parse_target
+    from koe.errors import ConfigError
     from koe.server.serve import uvicorn_config
     from koe.settings import Settings
 
+    tts = args.tts or os.environ.get("KOE_TTS")
+    if not tts:
+        raise ConfigError(
+            "koe agent needs its TTS: --tts ws://host:8080, --tts sagemaker://ENDPOINT or KOE_TTS"
+        )
+    target = parse_target(tts, api_key=args.tts_api_key)
     settings = Settings.from_env(host=args.host, port=args.port)
     flags = {name: getattr(args, name) for name in ("model", "base_url", "region", "max_tokens")}
     llm = LLMConfig.from_env(kind=args.llm, **flags)
-    speaker = RemoteSpeaker(args.tts_url, remote_voices(args.tts_url))
+    speaker = RemoteSpeaker(target, remote_voices(target))
     where = f"http://{settings.host}:{settings.port}"
-    _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {args.tts_url}")
+    _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {target.describe()}")
     uvicorn.Server(uvicorn_config(create_agent_app(VoiceAgent(speaker, llm)), settings)).run()
+    return 0
+
+
+# --- koe agent-url -------------------------------------------------------------------------------------
+
+
+def _register_agent_url(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "agent-url",
+        help="the browser page's link to an agent on AgentCore Runtime (presigned, or with a JWT)",
+    )
+    parser.add_argument("runtime_arn", help="the agent's runtime ARN (the KoeAgent stack's AgentRuntimeArn)")
+    parser.add_argument("--page", default="http://127.0.0.1:8080/", help="where the page is served")
+    parser.add_argument("--token", help="a JWT for a runtime with a JWT authorizer (then nothing is signed)")
+    parser.add_argument("--session", help="the conversation's session id (default: a new one)")
+    parser.add_argument("--expires", type=int, default=300, help="seconds the presigned URL may be opened in")
+    parser.set_defaults(handler=_run_agent_url)
+
+
+def _run_agent_url(args: argparse.Namespace) -> int:
+    from koe.client.agentcore import RuntimeArn, page_url, presign, websocket_url
+
+    runtime = RuntimeArn.parse(args.runtime_arn)
+    url = websocket_url(runtime, args.session)
+    if args.token is None:
+        url = presign(url, runtime.region, expires_s=args.expires)
+        _stderr.print(f"presigned for {args.expires} s: open the page within that time")
+    sys.stdout.write(page_url(args.page, url, args.token) + "\n")
     return 0
 
 
@@ -313,6 +356,7 @@ _REGISTRARS = (
     register_soak,
     _register_serve,
     _register_agent,
+    _register_agent_url,
 )
 
 

@@ -11,6 +11,7 @@ Tree::
     ├── LimitError           an input or session crossed a configured limit
     ├── OverloadedError      admission control refused new work
     └── UpstreamError        a service koe calls (an LLM, a remote TTS endpoint) failed or is unreachable
+        └── ConnectionLostError  an open connection to it closed: a new one may succeed
 
 Library errors are mapped to these once, at the boundary, with ``raise ... from exc``.
 """
@@ -64,3 +65,7 @@ class OverloadedError(KoeError):
 
 class UpstreamError(KoeError):
     code = "upstream_error"
+
+
+class ConnectionLostError(UpstreamError):
+    """A connection that was open closed (the peer restarted, a network blip): reconnecting may help."""

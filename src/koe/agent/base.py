@@ -88,6 +88,12 @@ class Spoken:
 class SpeakerTurn(Protocol):
     """One turn's text going in, its segments' audio coming out, in order."""
 
+    @property
+    def reconnected(self) -> str | None:
+        """Why this turn runs on a new connection to a remote TTS (the previous one closed); ``None``
+        when it did not change (always, in this process)."""
+        ...
+
     async def add(self, text: str) -> None:
         """More text of the turn (any size)."""
         ...

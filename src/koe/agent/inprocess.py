@@ -44,6 +44,8 @@ class SynthesizerSource(Protocol):
 class InProcessTurn:
     """One agent turn on the shared scheduler."""
 
+    reconnected: str | None = None  # no connection to lose
+
     def __init__(self, speaker: Speaker) -> None:
         self._speaker = speaker
         self._events: AsyncIterator[SpeechEvent] = speaker.events()

@@ -22,6 +22,7 @@ from koe.agent.events import (
     AgentEvent,
     AudioReady,
     Interrupted,
+    Reconnected,
     SegmentReady,
     TextDelta,
     Timings,
@@ -225,6 +226,10 @@ class AgentSession:
             if self._speaker is None:
                 self._speaker = await self._open_speaker()
             tts = await self._speaker.turn(turn.voice, turn.speed)
+            if tts.reconnected is not None:
+                await turn.events.put(
+                    Reconnected(turn.number, f"the TTS connection was reopened: {tts.reconnected}")
+                )
             try:
                 async with asyncio.TaskGroup() as tg:
                     tg.create_task(self._write(turn, messages, tts))

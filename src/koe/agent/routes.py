@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import cast
+from typing import Any, cast
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -51,6 +51,9 @@ AGENTCORE_SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 MAX_SOCKETS = 64
 #: A socket with no message and no turn for this long is closed (1008).
 IDLE_TIMEOUT_S = 600.0
+#: The subprotocol a browser offers beside ``base64UrlBearerAuthorization.<token>`` to send AgentCore
+#: Runtime its JWT (docs/deploy.md).
+BEARER_SUBPROTOCOL = "base64UrlBearerAuthorization"
 
 
 def _body_limit(agent: VoiceAgent) -> int:
@@ -79,18 +82,20 @@ class AgentEndpoints:
             return JSONResponse({"status": "Healthy"})
         return JSONResponse({"status": "Unhealthy", "message": "the TTS is not ready"}, status_code=503)
 
-    async def info(self, request: Request) -> Response:
+    def describe(self) -> dict[str, Any]:
+        """What the page needs: the LLM in use (or how to enable one), the voices, the sample rate."""
         config = self.agent.llm_config
-        return JSONResponse(
-            {
-                "llm": config.describe(),
-                "llm_available": config.kind != "none",
-                "how_to_enable": HOW_TO_ENABLE if config.kind == "none" else None,
-                "voices": self.agent.speaker.voices(),
-                "default_voice": self.agent.options.default_voice,
-                "sample_rate": SAMPLE_RATE,
-            }
-        )
+        return {
+            "llm": config.describe(),
+            "llm_available": config.kind != "none",
+            "how_to_enable": HOW_TO_ENABLE if config.kind == "none" else None,
+            "voices": self.agent.speaker.voices(),
+            "default_voice": self.agent.options.default_voice,
+            "sample_rate": SAMPLE_RATE,
+        }
+
+    async def info(self, request: Request) -> Response:
+        return JSONResponse(self.describe())
 
     async def invocations(self, request: Request) -> Response:
         """Start a turn and stream its events; errors before the turn are JSON with their HTTP status."""
@@ -115,7 +120,10 @@ class AgentEndpoints:
 
     async def socket(self, websocket: WebSocket) -> None:
         """One browser session: a reader here, one forwarding task per turn (each after the previous)."""
-        await websocket.accept()
+        # A browser that offered subprotocols drops a socket that selects none; AgentCore's JWT route has
+        # the browser offer its sentinel (the token rides beside it), so that one is selected.
+        offered = websocket.scope.get("subprotocols", [])
+        await websocket.accept(subprotocol=BEARER_SUBPROTOCOL if BEARER_SUBPROTOCOL in offered else None)
         if self._sockets >= MAX_SOCKETS:
             error = OverloadedError(
                 f"all {MAX_SOCKETS} agent sessions are in use; retry later", code="too_many_sessions"
@@ -145,7 +153,7 @@ class AgentEndpoints:
                 return  # the reader sees the disconnect too and ends the session
 
         try:
-            await send(SessionOpened(session.id))
+            await send(SessionOpened(session.id, self.describe()))
             while True:
                 try:
                     async with asyncio.timeout(IDLE_TIMEOUT_S):
