@@ -201,7 +201,7 @@ def test_query_parameters_configure_a_session_and_unknown_ones_are_ignored() -> 
 @pytest.mark.parametrize(
     ("model", "voice"),
     [("aura-2-thalia-en", "af_bella"), ("aura-asteria-en", "af_sarah"), ("aura-2-draco-en", "bm_lewis"),
-     ("AURA-2-HELENA-EN", "af_heart"), ("bf_emma", "bf_emma"), ("af_bella(2)+af_sky(1)", "af_bella(2)+af_sky(1)")],
+     ("AURA-2-HELENA-EN", "af_heart"), ("bf_emma", "bf_emma"), ("af_sky(2)+af_nova", "af_sky(2)+af_nova")],
 )  # fmt: skip
 def test_deepgrams_model_names_the_voice(model: str, voice: str) -> None:
     assert parse_query({"model": model}).voice == voice

@@ -21,7 +21,7 @@ from koe.errors import ConfigError
 from koe.server.http import runtime_of
 from koe.server.protocol import parse_query
 from koe.server.request_id import request_id_of
-from koe.server.requests import SpeechRequest, field_named, request_text
+from koe.server.requests import SpeechRequest, field_named, nonempty, request_text
 from koe.server.responses import respond
 from koe.types import SAMPLE_RATE
 from koe.wire.body import read_body
@@ -85,9 +85,7 @@ def parse_speak(
         ProtocolError, ConfigError: a malformed body or a bad parameter (400); LimitError (413).
     """
     obj = parse_object(body, max_bytes=None, what="body")
-    text = request_text(obj, "text", max_chars)
-    if not text.strip():
-        raise ConfigError("text must contain something to say", code="invalid_field", param="text")
+    text = nonempty(request_text(obj, "text", max_chars), "text")
     fmt, rate = speak_format(query)
     with field_named("model"):
         options = parse_query({name: query[name] for name in ("model", "voice", "speed") if name in query})

@@ -100,9 +100,9 @@ def _bool(obj: Mapping[str, Any], name: str, default: bool) -> bool:
     return bool_field(name, optional(obj, name, default))
 
 
-def _nonempty(text: str, name: str) -> str:
+def nonempty(text: str, name: str) -> str:
     if not text.strip():
-        raise ConfigError(f"{name} must contain something to say", code="invalid_field")
+        raise ConfigError(f"{name} must contain something to say", code="invalid_field", param=name)
     return text
 
 
@@ -133,7 +133,7 @@ def parse_invocation(
             ) from exc
         if len(text) > max_chars:
             raise _too_long(len(text), max_chars)
-        return SpeechRequest(_nonempty(text, "text"), default_voice, 1.0, AudioFormat.WAV, SAMPLE_RATE, True)
+        return SpeechRequest(nonempty(text, "text"), default_voice, 1.0, AudioFormat.WAV, SAMPLE_RATE, True)
     if media != "application/json":
         raise ConfigError(
             f"expected application/json or text/plain, got {preview(content_type)}",
@@ -158,7 +158,7 @@ def parse_invocation(
     if transport == _SSE and obj.get("format") is None:
         fmt = AudioFormat.PCM  # the sample's own audio: PCM16 in each audio_chunk
     return SpeechRequest(
-        text=_nonempty(text, "text"),
+        text=nonempty(text, "text"),
         voice=voice_field(optional(obj, "voice", default_voice)),
         speed=speed_field(optional(obj, "speed", 1.0)),
         format=fmt,
@@ -239,7 +239,7 @@ def parse_openai_speech(
                 f"model must be a model name such as {', '.join(OPENAI_MODELS)}, got {preview(model)}",
                 code="invalid_field",
             )
-    text = _nonempty(request_text(obj, "input", max_chars), "input")
+    text = nonempty(request_text(obj, "input", max_chars), "input")
     with field_named("voice"):
         voice = obj.get("voice")
         if isinstance(voice, dict):
