@@ -37,6 +37,7 @@ from koe.wire.messages import (
     Dialect,
     Error,
     Flush,
+    NimCommitted,
     Request,
     SessionOptions,
     TurnOptions,
@@ -161,6 +162,8 @@ class Session:
             case Flush(dialect=dialect, last=last):
                 (self._open or self._start_turn(dialect)).finish(dialect, last=last)
                 self._open = None
+                if dialect is Dialect.NIM:  # acknowledged ahead of queued audio, as NIM does
+                    self._outbox.control(encode(NimCommitted()))
             case Cancel(dialect=dialect):
                 self._cancel(dialect)
             case Configure(options=options, dialect=dialect):

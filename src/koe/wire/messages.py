@@ -215,6 +215,13 @@ class NimSessionUpdated:
 
 
 @dataclass(frozen=True, slots=True)
+class NimCommitted:
+    """At once on ``input_text.commit`` and ``input_text.done``: the text so far is taken."""
+
+    TYPE: ClassVar[str] = "input_text.committed"
+
+
+@dataclass(frozen=True, slots=True)
 class NimSpeechData:
     """One frame of audio for NIM clients: base64 PCM16 in a JSON text frame."""
 
@@ -242,6 +249,7 @@ ServerMessage = (
     | DeepgramFlushed
     | DeepgramCleared
     | NimSessionUpdated
+    | NimCommitted
     | NimSpeechData
     | NimSpeechCompleted
 )
