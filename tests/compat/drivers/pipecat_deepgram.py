@@ -36,7 +36,7 @@ async def main(url: str, key: str, mode: str, texts: list[str]) -> dict[str, obj
         frames.append(TTSSpeakFrame(text))
         if mode == "ws-interrupt" and index == 0:
             frames += [SleepFrame(0.3), InterruptionFrame()]
-        frames.append(SleepFrame(2.0))
+        frames.append(SleepFrame(1.0))
     try:
         down, up = await run_test(tts, frames_to_send=frames)
     finally:

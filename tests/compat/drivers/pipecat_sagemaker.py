@@ -127,7 +127,7 @@ async def main(url: str, mode: str, texts: list[str]) -> dict[str, object]:
         frames.append(TTSSpeakFrame(text))
         if mode.endswith("interrupt") and index == 0:
             frames += [SleepFrame(0.3), InterruptionFrame()]
-        frames.append(SleepFrame(2.0))
+        frames.append(SleepFrame(1.0))
     down, up = await run_test(tts, frames_to_send=frames)
     contexts: dict[str, bytes] = {}
     rates = set()
