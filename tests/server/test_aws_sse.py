@@ -1,5 +1,6 @@
-"""The AWS sample's ``/invocations`` with ``"transport": "sse"``: start, base64 audio chunks, end with both
-spellings of the totals; on the fake engine, so the decoded audio's length is known exactly."""
+"""The AWS sample's ``/invocations``: ``"transport": "sse"`` (start, base64 audio chunks, end with both
+spellings of the totals) and null fields; on the fake engine, so the decoded audio's length is known
+exactly."""
 
 from __future__ import annotations
 
@@ -61,3 +62,19 @@ def test_without_a_transport_the_body_is_the_audio_as_before(fake_server: LiveSe
     response = httpx.post(fake_server.http_url + "/invocations", json={"text": TEXT, "format": "pcm"})
     assert response.headers["content-type"] == "audio/pcm"
     assert len(response.content) == round(fake_seconds(TEXT) * 24000) * 2
+
+
+def test_null_optional_fields_mean_their_defaults(fake_server: LiveServer) -> None:
+    nulls = {
+        "voice": None,
+        "speed": None,
+        "format": None,
+        "sample_rate": None,
+        "stream": None,
+        "transport": None,
+    }
+    response = httpx.post(fake_server.http_url + "/invocations", json={"text": TEXT, **nulls})
+    assert response.status_code == 200, response.text
+    with wave.open(io.BytesIO(response.content)) as wav:  # the defaults: WAV at 24 kHz
+        assert wav.getframerate() == 24000
+        assert len(wav.readframes(1 << 30)) == round(fake_seconds(TEXT) * 24000) * 2

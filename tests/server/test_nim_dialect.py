@@ -111,9 +111,12 @@ def test_done_during_speech_answers_and_a_reconnected_session_speaks_at_once(fak
             await send(ws, update())
             await receive(ws)
             await speak(ws, "This is a long answer that the user will interrupt before it ends. " * 4)
-            assert await receive(ws) == {"type": "input_text.committed"}
-            first = await receive(ws)
-            assert isinstance(first, dict) and first["type"] == DATA
+            heard = [
+                await receive(ws),
+                await receive(ws),
+            ]  # the commit's answer and the first audio, any order
+            assert {"type": "input_text.committed"} in heard
+            assert any(isinstance(event, dict) and event["type"] == DATA for event in heard)
             await send(ws, {"type": "input_text.done"})
             # pipecat waits for any message, then disconnects; the answer comes ahead of queued audio, so
             # that pipecat does not buffer a frame of the interrupted speech into its next reply

@@ -8,14 +8,12 @@ and the errors pipecat reported. Modes: ``ws``, ``ws-interrupt``, ``http``.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import sys
 
 import aiohttp
-from pipecat.frames.frames import ErrorFrame, InterruptionFrame, TTSAudioRawFrame, TTSSpeakFrame
 from pipecat.services.deepgram.tts import DeepgramHttpTTSService, DeepgramTTSService
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat_speak import speak
 
 RATE = 16000
 VOICE = "aura-2-thalia-en"
@@ -31,25 +29,10 @@ async def main(url: str, key: str, mode: str, texts: list[str]) -> dict[str, obj
     else:
         ws_url = url.replace("http", "ws", 1)
         tts = DeepgramTTSService(api_key=key, base_url=ws_url, sample_rate=RATE, settings=settings)
-    frames: list[object] = []
-    for index, text in enumerate(texts):
-        frames.append(TTSSpeakFrame(text))
-        if mode == "ws-interrupt" and index == 0:
-            frames += [SleepFrame(0.3), InterruptionFrame()]
-        frames.append(SleepFrame(1.0))
     try:
-        down, up = await run_test(tts, frames_to_send=frames)
+        return await speak(tts, texts, interrupt=mode == "ws-interrupt")
     finally:
         await session.close()
-    contexts: dict[str, bytes] = {}
-    rates = set()
-    for frame in down:
-        if isinstance(frame, TTSAudioRawFrame):
-            contexts[frame.context_id] = contexts.get(frame.context_id, b"") + frame.audio
-            rates.add(frame.sample_rate)
-    errors = [f.error for f in [*down, *up] if isinstance(f, ErrorFrame)]
-    audio = [base64.b64encode(pcm).decode() for pcm in contexts.values()]
-    return {"audio": audio, "rates": sorted(rates), "errors": errors}
 
 
 if __name__ == "__main__":

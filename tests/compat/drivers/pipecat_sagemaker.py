@@ -13,7 +13,6 @@ frames) and hands every frame back as a ``ResponseStreamEventPayloadPart``. Ever
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import sys
 import types
@@ -107,8 +106,7 @@ def _install_transport() -> None:
 
 async def main(url: str, mode: str, texts: list[str]) -> dict[str, object]:
     _install_transport()
-    from pipecat.frames.frames import ErrorFrame, InterruptionFrame, TTSAudioRawFrame, TTSSpeakFrame
-    from pipecat.tests.utils import SleepFrame, run_test
+    from pipecat_speak import speak
 
     if mode.startswith("nvidia"):
         from pipecat.services.nvidia.sagemaker.tts import NvidiaSageMakerTTSService
@@ -122,22 +120,7 @@ async def main(url: str, mode: str, texts: list[str]) -> dict[str, object]:
         tts = DeepgramSageMakerTTSService(
             endpoint_name=url, region="us-east-2", sample_rate=RATE, settings=settings
         )
-    frames: list[object] = []
-    for index, text in enumerate(texts):
-        frames.append(TTSSpeakFrame(text))
-        if mode.endswith("interrupt") and index == 0:
-            frames += [SleepFrame(0.3), InterruptionFrame()]
-        frames.append(SleepFrame(1.0))
-    down, up = await run_test(tts, frames_to_send=frames)
-    contexts: dict[str, bytes] = {}
-    rates = set()
-    for frame in down:
-        if isinstance(frame, TTSAudioRawFrame):
-            contexts[frame.context_id] = contexts.get(frame.context_id, b"") + frame.audio
-            rates.add(frame.sample_rate)
-    errors = [f.error for f in [*down, *up] if isinstance(f, ErrorFrame)]
-    audio = [base64.b64encode(pcm).decode() for pcm in contexts.values()]
-    return {"audio": audio, "rates": sorted(rates), "errors": errors}
+    return await speak(tts, texts, interrupt=mode.endswith("interrupt"))
 
 
 if __name__ == "__main__":
