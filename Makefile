@@ -15,7 +15,10 @@ CDK_ARGS ?=
 # endpoint alone (docs/deploy.md)
 AGENT ?= true
 
-.PHONY: serve test lint typecheck pytest browser deploy audit lock clean
+CLIENTS := .venv-clients
+CLIENTS_LOCK := tests/compat/clients.lock
+
+.PHONY: serve test lint typecheck pytest browser clients clients-lock deploy audit lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +39,20 @@ $(VENV)/.stamp-test: pyproject.toml requirements.lock $(VENV)/.stamp-serve
 	$(PIP) install -c requirements.lock --no-deps kokoro==0.9.4
 	touch $@
 
+# The client libraries tests/compat drives (Deepgram's SDK, pipecat, LiveKit's plugins): their pins clash with
+# koe's (websockets, protobuf...), so they get their own environment, driven by the tests as subprocesses.
+$(CLIENTS)/.stamp: $(CLIENTS_LOCK)
+	$(PYTHON) -m venv $(CLIENTS)
+	$(CLIENTS)/bin/python -m pip --quiet --disable-pip-version-check install -r $(CLIENTS_LOCK)
+	touch $@
+
+clients: $(CLIENTS)/.stamp
+
+# Re-pin the client libraries (after changing the versions tried; commit the result and the docs' table).
+clients-lock: $(CLIENTS)/.stamp
+	{ sed -n '1,2p' $(CLIENTS_LOCK); $(CLIENTS)/bin/python -m pip freeze --all | grep -v -E '^(pip|setuptools|wheel)=='; } \
+	  > $(CLIENTS_LOCK).new && mv $(CLIENTS_LOCK).new $(CLIENTS_LOCK)
+
 serve: $(VENV)/.stamp-serve
 	$(BIN)/koe serve --port $(PORT)
 
@@ -51,7 +68,7 @@ lint: $(VENV)/.stamp-test
 typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
 
-pytest: $(VENV)/.stamp-test browser
+pytest: $(VENV)/.stamp-test $(CLIENTS)/.stamp browser
 	$(BIN)/pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured"; fi; \
 	exit $$status
@@ -75,4 +92,4 @@ lock: $(VENV)/.stamp-test
 	  | sed -E 's/\+[a-z0-9.]+$$//'; } > requirements.lock
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CLIENTS) .pytest_cache .mypy_cache .ruff_cache

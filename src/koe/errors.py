@@ -20,15 +20,19 @@ from __future__ import annotations
 
 
 class KoeError(Exception):
-    """Base of every error koe raises on purpose; ``code`` is the stable machine-readable name."""
+    """Base of every error koe raises on purpose; ``code`` is the stable machine-readable name, ``param``
+    the request field it is about, where there is one (OpenAI's error shape reports it)."""
 
     code = "internal_error"
+    param: str | None = None
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        if param is not None:
+            self.param = param
 
 
 class ConfigError(KoeError):

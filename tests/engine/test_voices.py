@@ -58,6 +58,20 @@ def test_unknown_voice_lists_the_valid_ones(voice_bank: VoiceBank) -> None:
     assert "af_heart" in caught.value.message and "bm_lewis" in caught.value.message
 
 
+@pytest.mark.parametrize("spec", ["no_such_voice", "Magpie-Multilingual.EN-US.Aria", "AF_HEART", "nova"])
+def test_a_plain_name_outside_kokoros_syntax_is_an_unknown_voice_too(
+    voice_bank: VoiceBank, spec: str
+) -> None:
+    with pytest.raises(VoiceError) as caught:
+        voice_bank.resolve(spec)
+    assert caught.value.message.startswith(f"unknown voice {spec!r}; valid voices: af_alloy")
+
+
+def test_a_malformed_blend_is_still_called_malformed(voice_bank: VoiceBank) -> None:
+    with pytest.raises(VoiceError, match="malformed"):
+        voice_bank.resolve("af_bella(2)af_sky")
+
+
 def test_blend_is_the_weighted_average_of_tables(voice_bank: VoiceBank) -> None:
     bella, sky = voice_bank.resolve("af_bella"), voice_bank.resolve("af_sky")
     blend = voice_bank.resolve("af_bella(2)+af_sky(1)")

@@ -196,3 +196,10 @@ def fake_voices() -> VoiceBank:
 def fake_speech(engine: FakeEngine | None = None) -> Speech:
     """A :class:`Speech` on the fake engine and G2P (American and British), ready at once."""
     return Speech(engine or FakeEngine(), fake_voices(), {lang: FakeG2P(lang) for lang in ("en-us", "en-gb")})
+
+
+def fake_seconds(text: str, speed: float = 1.0) -> float:
+    """How long the fake engine speaks ``text`` when it is one segment: its tokens' frames and the pads."""
+    tokens = len(tokenize(FakeG2P("en-us").phonemize(text)))
+    frames = tokens * max(1, round(FRAMES_PER_TOKEN / speed)) + 2
+    return frames * FRAME_SAMPLES / SAMPLE_RATE

@@ -25,6 +25,8 @@ _NAME = re.compile(r"[a-z]{2}_[a-z0-9]{1,32}")
 _COMPONENT = re.compile(r"(?P<name>[a-z]{2}_[a-z0-9]{1,32})(?:\((?P<weight>[0-9]+(?:\.[0-9]+)?)\))?")
 MAX_BLEND_COMPONENTS = 8
 MAX_SPEC_LENGTH = 200
+#: A spec outside Kokoro's name syntax that still reads as one voice's name (``no_such_voice``, ``Aria``).
+_PLAIN_NAME = re.compile(r"[\w.-]{1,100}")
 _MAX_CACHED_BLENDS = 64  # distinct blends kept resolved; bounded so clients cannot grow memory
 
 AMERICAN = "en-us"
@@ -125,10 +127,15 @@ class VoiceBank:
         cached = self._blends.get(spec)
         if cached is not None:
             return cached
-        components = parse_blend(spec)
+        try:
+            components = parse_blend(spec)
+        except VoiceError:
+            if isinstance(spec, str) and _PLAIN_NAME.fullmatch(spec.strip()):
+                raise self._unknown(spec.strip()) from None  # a name, just not one of ours
+            raise
         unknown = [name for name, _ in components if name not in self._tables]
         if unknown:
-            raise VoiceError(f"unknown voice {unknown[0]!r}; valid voices: {', '.join(self.names())}")
+            raise self._unknown(unknown[0])
         if len(components) == 1:
             return self._tables[components[0][0]]
         weighted = [self._tables[name] * np.float32(weight) for name, weight in components]
@@ -136,3 +143,6 @@ class VoiceBank:
         if len(self._blends) < _MAX_CACHED_BLENDS:
             self._blends[spec] = blended
         return blended
+
+    def _unknown(self, name: str) -> VoiceError:
+        return VoiceError(f"unknown voice {name!r}; valid voices: {', '.join(self.names())}")

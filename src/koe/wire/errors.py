@@ -89,7 +89,12 @@ def error_body(error: KoeError) -> dict[str, Any]:
 def openai_error_body(error: KoeError) -> dict[str, Any]:
     """The same error in OpenAI's shape, for ``/v1/`` routes (its SDK reads ``error.message``/``code``)."""
     kind = "invalid_request_error" if route_of(error).http_status < 500 else "server_error"
-    return {"error": {"message": error.message, "type": kind, "code": error.code, "param": None}}
+    return {"error": {"message": error.message, "type": kind, "code": error.code, "param": error.param}}
+
+
+def deepgram_error_body(error: KoeError, request_id: str) -> dict[str, Any]:
+    """The same error in Deepgram's shape, for its REST route (its SDKs read ``err_msg``)."""
+    return {"err_code": error.code, "err_msg": error.message, "request_id": request_id}
 
 
 def retry_after_header(error: KoeError) -> dict[str, str]:
