@@ -135,7 +135,7 @@ def test_an_answer_is_spoken_while_it_is_still_being_written() -> None:
 
 def test_a_turn_that_fails_unexpectedly_still_tells_its_client_and_ends() -> None:
     class Broken:
-        async def turn(self, voice: str, speed: float) -> SpeakerTurn:
+        async def turn(self, voice: str, speed: float, lang: str | None = None) -> SpeakerTurn:
             raise RuntimeError("a bug in the TTS")
 
         async def aclose(self) -> None:

@@ -114,8 +114,8 @@ class RemoteSession:
         self._client: StreamClient | None = None
         self._last: RemoteTurn | None = None
 
-    async def turn(self, voice: str, speed: float) -> RemoteTurn:
-        """Open the next turn with ``voice`` and ``speed`` (sent as a ``config`` and acknowledged)."""
+    async def turn(self, voice: str, speed: float, lang: str | None = None) -> RemoteTurn:
+        """Open the next turn with ``voice``, ``speed`` and ``lang`` (a ``config``, acknowledged)."""
         if self._client is not None and self._last is not None and self._last.broken:
             await self.aclose()
         if self._client is None:
@@ -123,7 +123,7 @@ class RemoteSession:
                 stream_url(self._base_url, format="pcm_s16le", sample_rate=SAMPLE_RATE)
             )
         client = self._client
-        await client.configure(voice=voice, speed=speed)
+        await client.configure(voice=voice, speed=speed, lang=lang)
         async with asyncio.timeout(REPLY_TIMEOUT_S):
             while True:
                 reply = await client.receive()

@@ -83,7 +83,7 @@ def parse_query(params: Mapping[str, str]) -> SessionOptions:
     """Session options from the connect URL's query (SageMaker's ``ModelQueryString``).
 
     Unknown parameters are ignored: clients for other servers send their own (Deepgram's ``model``).
-    ``encoding`` is accepted as another name for ``format``.
+    ``encoding`` is accepted as another name for ``format``, ``language`` for ``lang``.
 
     Raises:
         ConfigError: a known parameter has a bad value (``invalid_field``).
@@ -94,6 +94,8 @@ def parse_query(params: Mapping[str, str]) -> SessionOptions:
             raw[name] = params[name]
     if "format" not in raw and "encoding" in params:
         raw["format"] = params["encoding"]
+    if "lang" not in raw and "language" in params:
+        raw["lang"] = params["language"]
     if "speed" in params:
         raw["speed"] = _number(params["speed"], float, "speed")
     if "sample_rate" in params:

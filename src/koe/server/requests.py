@@ -18,6 +18,7 @@ from koe.types import SAMPLE_RATE
 from koe.wire.fields import (
     bool_field,
     format_field,
+    lang_field,
     preview,
     sample_rate_field,
     speed_field,
@@ -69,6 +70,7 @@ class SpeechRequest:
     stream: bool
     sse: bool = False
     timestamps: bool = False  # word timings: in the SSE events, or a JSON body with the audio in base64
+    lang: str | None = None  # how the text is read; None: the voice's language
 
 
 def _media_type(content_type: str | None) -> str:
@@ -85,10 +87,15 @@ def _nonempty(text: str, name: str) -> str:
     return text
 
 
+def _lang(obj: Mapping[str, Any]) -> str | None:
+    return None if obj.get("lang") is None else lang_field(obj["lang"])
+
+
 def parse_invocation(
     body: bytes, content_type: str | None, *, max_chars: int, max_age_s: float, default_voice: str, now: float
 ) -> SpeechRequest:
-    """The AWS sample's request: ``{text, voice, speed, stream, format, sample_rate, request_timestamp?}``.
+    """The AWS sample's request: ``{text, voice, speed, stream, format, sample_rate, request_timestamp?}``,
+    plus koe's ``lang`` (how the text is read; default: the voice's language).
 
     Args:
         now: the current Unix time, against which ``request_timestamp`` is checked.
@@ -132,6 +139,7 @@ def parse_invocation(
         format=fmt,
         sample_rate=sample_rate_field(obj.get("sample_rate", SAMPLE_RATE), fmt),
         stream=_bool(obj, "stream", True),
+        lang=_lang(obj),
     )
 
 
@@ -166,7 +174,8 @@ def _check_fresh(stamp: object, max_age_s: float, now: float) -> None:
 
 def parse_openai_speech(body: bytes, content_type: str | None, *, max_chars: int) -> SpeechRequest:
     """OpenAI's ``{model, input, voice, response_format, speed, stream_format?, instructions?}``, plus
-    koe's ``timestamps`` (word timings; OpenAI has no field for them).
+    koe's ``timestamps`` (word timings; OpenAI has no field for them) and ``lang`` (OpenAI reads the
+    language from the text; Kokoro's voices each speak one, so the voice's is the default).
 
     ``voice`` may be an OpenAI name (mapped, see :data:`OPENAI_VOICES`), a Kokoro voice or blend, or
     ``{"id": ...}``. ``instructions`` is accepted and ignored (Kokoro takes no style prompt).
@@ -206,4 +215,5 @@ def parse_openai_speech(body: bytes, content_type: str | None, *, max_chars: int
         stream=True,
         sse=stream_format == "sse",
         timestamps=_bool(obj, "timestamps", False),
+        lang=_lang(obj),
     )

@@ -54,7 +54,8 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float) 
     held = ExitStack()
     synthesizer = held.enter_context(runtime.admitted("http"))
     try:
-        voice = synthesizer.voice(request.voice, request.speed)
+        voice = synthesizer.voice(request.voice, request.speed, request.lang)
+        voice.check_script(request.text)  # a 400 now rather than failed segments later
         stream = synthesizer.stream(voice, Listener(), whole=_is_whole(request))
         stream.add(request.text)
         stream.finish()
