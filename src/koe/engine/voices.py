@@ -103,7 +103,8 @@ def parse_blend(spec: str) -> list[tuple[str, float]]:
         mixed = ", ".join(f"{name} ({language_of(name).name})" for name, _ in components)
         raise VoiceError(
             f"a blend mixes voices of one language; {spec!r} mixes {mixed}. Blend voices of the same "
-            "language (same first letter), and set lang to change how the text is read"
+            "language (same first letter), and set lang to change how the text is read",
+            code="mixed_languages",
         )
     total = sum(weight for _, weight in components)
     return [(name, weight / total) for name, weight in components]

@@ -12,15 +12,22 @@ from koe.text.languages.units import hindi_words, japanese_morae, mandarin_sylla
 from koe.text.segment import Segmenter, SegmenterOptions
 
 _NONE = Abbreviations(frozenset(), frozenset())
-#: English characters of speech per character, measured with Kokoro at speed 1 (docs/languages.md):
-#: seconds of audio per character of each language over the same per English character.
-CHARS_PER_CHAR = {"ja": 2.0, "zh": 3.0}
+#: English characters of speech per character: seconds of audio per character of the language over the same
+#: for American English, Kokoro at speed 1 (docs/benchmarks/language_rates.json: ja 3.20, zh 4.65, hi 1.40;
+#: the others within 16% of English, so left at 1).
+CHARS_PER_CHAR = {"ja": 3.2, "zh": 4.6, "hi": 1.4}
 
 _RULES: dict[str, TextRules] = {
     "en-us": ENGLISH,
     "en-gb": replace(ENGLISH, lang="en-gb"),
     **EUROPEAN,
-    "hi": TextRules("hi", rules=HINDI, unit_starts=hindi_words, abbreviations=_NONE),
+    "hi": TextRules(
+        "hi",
+        rules=HINDI,
+        unit_starts=hindi_words,
+        chars_per_char=CHARS_PER_CHAR["hi"],
+        abbreviations=_NONE,
+    ),
     "ja": TextRules(
         "ja",
         rules=JAPANESE,

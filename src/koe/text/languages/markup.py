@@ -23,10 +23,13 @@ _missing = [name for name in (*_MARKUP, _EMOJI) if name not in _BY_NAME]
 if _missing:  # the English rules were renamed: say which, rather than silently keep markdown
     raise ImportError(f"koe.text.spoken.RULES has no rules named {_missing}")
 
-_URL_CHARS = r"[^\s<>()\[\]\"'`]"
-_URL_END = r"[^\s<>()\[\]\"'`.,;:!?]"
-URL = rf"\b(?:https?://|www\.){_URL_CHARS}*{_URL_END}"
-EMAIL = r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b"
+#: A URL ends at a space, a bracket or quote, or CJK text (written without a space after it).
+_URL_CHARS = r"[^\s<>()\[\]\"'`\u3000-\u9fff\uff00-\uffef]"
+_URL_END = r"[^\s<>()\[\]\"'`.,;:!?\u3000-\u9fff\uff00-\uffef]"
+#: Delimited by what cannot be part of one, not by "\b": kana and kanji are word characters, so
+#: "詳しくはhttps://…" has no word boundary before the URL.
+URL = rf"(?<![A-Za-z0-9_.-])(?:https?://|www\.){_URL_CHARS}*{_URL_END}"
+EMAIL = r"(?<![A-Za-z0-9_.+-])[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?![A-Za-z0-9-])"
 
 
 def with_markup(*rules: tuple[str, str, Handler]) -> Rules:
