@@ -145,3 +145,8 @@ def test_a_long_text_is_chunked_to_the_window_at_the_language_s_clause_ends(
     assert len(pieces) >= 2 and all(count_tokens(p) <= MAX_PHONEME_TOKENS for p in pieces)
     assert " ".join(pieces) == " ".join(phonemes.split())  # nothing lost
     assert all(p[-1] in ".?!," for p in pieces[:-1])  # cut after a sentence or clause, never mid-word
+
+
+def test_a_japanese_voice_given_english_text_reads_it_with_the_english_g2p(registry: G2PRegistry) -> None:
+    text = "Hello, how are you today?"
+    assert registry.get("ja").phonemize(text) == registry.get("en-us").phonemize(text)

@@ -33,8 +33,9 @@ INSTALL = (
 )
 _SYMBOL_POS = "記号"
 _MAX_ACRONYM = 5
-#: A run of Latin-script words (with the spaces, apostrophes and hyphens inside it).
-_LATIN_RUN = re.compile(r"[A-Za-z][A-Za-z'’-]*(?:[ \t]+[A-Za-z][A-Za-z'’-]*)*")
+#: A run of Latin-script words: the spaces, apostrophes and hyphens inside it, and the ASCII punctuation
+#: between and after its words (an English sentence is read as one, with its pauses).
+_LATIN_RUN = re.compile(r"[A-Za-z][A-Za-z'’-]*(?:[ \t,;:]*[ \t][A-Za-z][A-Za-z'’-]*)*[.,!?;:]*")
 _ACRONYM = re.compile(rf"[A-Z]{{1,{_MAX_ACRONYM}}}")
 #: The romanizer's spacing fix-up: no space before or after a glottal stop, unless punctuation is there.
 _GLOTTAL_SPACE = re.compile(r'(?<![!",.:;?»—…”]) (?=ʔ)|(?<=ʔ) (?!["«“])')
@@ -157,7 +158,7 @@ def _runs(text: str, english: bool) -> list[tuple[int, int, bool]]:
     cursor = 0
     if english:
         for match in _LATIN_RUN.finditer(text):
-            if _ACRONYM.fullmatch(match.group()):
+            if _ACRONYM.fullmatch(match.group().rstrip(".,!?;:")):
                 continue
             if match.start() > cursor:
                 runs.append((cursor, match.start(), False))

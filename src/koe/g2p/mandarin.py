@@ -28,7 +28,7 @@ INSTALL = "pip install jieba==0.42.1 pypinyin==0.55.0 cn2an==0.5.24 ordered-set=
 _PIECE = re.compile(
     r"(?P<han>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)"
     r"|(?P<number>\d+(?:\.\d+)?%?年?)"
-    r"|(?P<latin>[A-Za-z][A-Za-z'’-]*(?:[ \t]+[A-Za-z][A-Za-z'’-]*)*)"
+    r"|(?P<latin>[A-Za-z][A-Za-z'’-]*(?:[ \t,;:]*[ \t][A-Za-z][A-Za-z'’-]*)*[.,!?;:]*)"
     r"|(?P<space>\s+)"
     r"|(?P<mark>.)",
     re.S,

@@ -18,7 +18,12 @@ def cut(lang: str, text: str, limit: int | None = None) -> list[str]:
 def test_japanese_sentences_end_at_the_ideographic_full_stop_and_marks() -> None:
     text = "今日は晴れです。明日は雨が降るでしょう！本当ですか？はい。そうです。"
     # はい。 is short (under 20 English characters of speech): merged with the next sentence
-    assert cut("ja", text) == ["今日は晴れです。", "明日は雨が降るでしょう！", "本当ですか？", "はい。そうです。"]
+    assert cut("ja", text) == [
+        "今日は晴れです。",
+        "明日は雨が降るでしょう！",
+        "本当ですか？",
+        "はい。そうです。",
+    ]
 
 
 def test_a_japanese_first_clause_needs_five_morae_not_three_characters() -> None:
