@@ -26,4 +26,5 @@ def test_the_table_has_a_row_per_language() -> None:
     entry = {"voice": "jf_alpha", "strategies": strategies, "batch_over_koe_first_audio": 3.0,
              "audio_s_per_char": 0.2, "english_chars_per_char": 3.0}  # fmt: skip
     title, columns, rows, notes = table({"ja": entry})
+    assert "Japanese" in title
     assert rows[0][0] == "ja" and len(rows[0]) == len(columns) and "ja 3.00" in notes[0]
