@@ -13,6 +13,7 @@ from koe.g2p.chunk import split_phonemes
 from koe.g2p.espeak import ESPEAK_VOICES
 from koe.g2p.registry import G2PRegistry
 from koe.g2p.symbols import keep_known
+from koe.text.languages.lookup import rules_for
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +151,27 @@ def test_a_long_text_is_chunked_to_the_window_at_the_language_s_clause_ends(
 def test_a_japanese_voice_given_english_text_reads_it_with_the_english_g2p(registry: G2PRegistry) -> None:
     text = "Hello, how are you today?"
     assert registry.get("ja").phonemize(text) == registry.get("en-us").phonemize(text)
+
+
+@pytest.mark.parametrize(
+    ("lang", "written", "misread", "said"),
+    [
+        (
+            "es",
+            "Cuesta 12,50 €.",
+            "ˈeʊɾo.",
+            "ˈeʊɾos kon",
+        ),  # "doce cincuenta euro" → "doce euros con cincuenta"
+        ("ja", "¥500です。", "", "ɡoçakɯ eɴ"),  # the yen sign is not read → "gohyaku en"
+        ("zh", "3-5天", "", "tau↘"),  # "three five days" → 到 "to"
+        ("hi", "₹500 दीजिए।", "", "ɾˈʊpjˌeː"),  # the rupee is dropped → रुपये said
+    ],
+)
+def test_what_the_normalizer_rewrites_is_what_the_g2p_misreads(
+    registry: G2PRegistry, lang: str, written: str, misread: str, said: str
+) -> None:
+    g2p = registry.get(lang)
+    alone = g2p.phonemize(written)
+    normalized = g2p.phonemize(rules_for(lang).normalize(written).spoken)
+    assert said not in alone and said in normalized
+    assert not misread or (misread in alone and misread not in normalized)
