@@ -10,14 +10,20 @@ lengths are scaled by (:data:`koe.text.languages.lookup.CHARS_PER_CHAR`).
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from koe.agent.replay import tokenize
 from koe.bench.config import BenchConfig
+from koe.bench.target import in_process_server
 from koe.bench.turns import TurnTrace, batch_turn, koe_turn
+from koe.pipeline.speech import Speech, SpeechOptions
+from koe.settings import Settings
 
 SCHEMA = "koe-bench-languages/1"
 JSON_NAME = "languages.json"
@@ -136,14 +142,6 @@ def table(result: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[s
 
 def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     """This scenario alone (``koe bench --only languages``): a server in this process, the JSON report."""
-    import asyncio
-    import os
-    from datetime import UTC, datetime
-
-    from koe.bench.target import in_process_server
-    from koe.pipeline.speech import Speech, SpeechOptions
-    from koe.settings import Settings
-
     started = time.monotonic()
     settings = Settings.from_env(port=0)
     report: dict[str, Any] = {
