@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from koe.agent.base import SpeakerSession, SpeakerTurn
-from koe.agent.events import AgentEvent, TurnDone, TurnError
+from koe.agent.events import AgentEvent, SegmentReady, TurnDone, TurnError
 from koe.agent.pipeline import DEFAULT_SYSTEM_PROMPT, AgentSession, system_prompt, turn_language
 from koe.agent.protocol import Ask, Read, parse_message
 from koe.agent.routes import voice_groups
@@ -104,3 +104,17 @@ def test_a_read_aloud_invocation_in_spanish_is_spoken(fake_server: LiveServer) -
     events = sse_events(response)
     assert [e["type"] for e in events].count("audio") >= 1 and events[-1]["type"] == "done"
     assert not [e for e in events if e["type"] == "error"]
+
+
+def test_a_segment_in_a_script_the_language_cannot_read_is_reported_and_the_answer_goes_on() -> None:
+    async def main(session: AgentSession, synthesizer: Synthesizer) -> list[AgentEvent]:
+        source = RecordingSource("Hola amigo. 안녕하세요 친구, 오늘은 날씨가 정말 좋네요. Adiós, hasta mañana, amigo.")
+        turn = await session.start("Hola", source, voice="ef_dora")
+        return [event async for event in session.events(turn)]
+
+    events = with_session(main)
+    errors = [e for e in events if isinstance(e, TurnError)]
+    assert [e.code for e in errors] == ["unsupported_script"] and "Korean hangul" in errors[0].message
+    spoken = [e.text for e in events if isinstance(e, SegmentReady)]
+    assert spoken[0] == "Hola amigo." and spoken[-1].startswith("Adiós")
+    assert isinstance(events[-1], TurnDone)

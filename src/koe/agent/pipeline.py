@@ -104,7 +104,7 @@ class AgentTurn:
     started: float = field(default_factory=time.monotonic)
     answer: str = ""
     spans: list[tuple[int, int]] = field(default_factory=list)  # segments whose audio was emitted
-    taken: int = 0  # segments whose audio the client has taken from the queue
+    taken: int = 0  # segments whose audio the client has taken from the queue (a count, as ``spans``)
     audio_s: float = 0.0
     first_token: float | None = None
     first_audio: float | None = None
@@ -193,7 +193,7 @@ class AgentSession:
             while not turn.delivered:
                 event = await turn.events.get()
                 if isinstance(event, AudioReady):
-                    turn.taken = event.index + 1
+                    turn.taken += 1  # segments heard, not the last index: a failed segment has no audio
                 turn.delivered = isinstance(event, TurnDone)
                 yield event
         finally:
@@ -305,11 +305,12 @@ class AgentSession:
         await tts.finish()
 
     async def _speak(self, turn: AgentTurn, tts: SpeakerTurn) -> None:
-        """The TTS turn's segments → the client, in order; a segment that fails is reported and skipped."""
+        """The TTS turn's segments → the client, in order; a segment that fails is reported and skipped
+        (the engine failed, or its text is in a script the turn's language cannot read)."""
         while True:
             try:
                 spoken = await tts.next()
-            except SynthesisError as exc:
+            except (SynthesisError, ConfigError) as exc:
                 await turn.events.put(TurnError(turn.number, exc.code, exc.message))
                 continue
             if spoken is None:

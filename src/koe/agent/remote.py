@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 #: How long the TTS server gets to acknowledge a cancel or a config before the session is dropped.
 REPLY_TIMEOUT_S = 5.0
 #: Error codes after which a turn goes on (the server keeps the session and skips the segment).
-_SEGMENT_ERRORS = {"synthesis_failed"}
+_SEGMENT_ERRORS = {"synthesis_failed", "unsupported_script"}
 
 
 def _remote_error(error: Error) -> KoeError:
