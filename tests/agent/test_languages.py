@@ -106,9 +106,13 @@ def test_a_read_aloud_invocation_in_spanish_is_spoken(fake_server: LiveServer) -
     assert not [e for e in events if e["type"] == "error"]
 
 
+#: Three segments: the second in hangul, which no Kokoro language reads.
+KOREAN_IN_SPANISH = "Hola amigo. 안녕하세요 친구, 오늘은 날씨가 정말 좋네요. Adiós, hasta mañana, amigo."
+
+
 def test_a_segment_in_a_script_the_language_cannot_read_is_reported_and_the_answer_goes_on() -> None:
     async def main(session: AgentSession, synthesizer: Synthesizer) -> list[AgentEvent]:
-        source = RecordingSource("Hola amigo. 안녕하세요 친구, 오늘은 날씨가 정말 좋네요. Adiós, hasta mañana, amigo.")
+        source = RecordingSource(KOREAN_IN_SPANISH)
         turn = await session.start("Hola", source, voice="ef_dora")
         return [event async for event in session.events(turn)]
 
