@@ -257,7 +257,8 @@ class Segmenter:
             stop = min(stop, bound)
         known = min(stop, settled - 1)  # the last position whose character is known
         text = self._scanner.text(a, known + 1)
-        cuts = [a + i for i in range(1, len(text)) if _is_word_break(text, i)]
+        breaks = self._language.word_break or _is_word_break
+        cuts = [a + i for i in range(1, len(text)) if breaks(text, i)]
         if bound == stop and (not cuts or cuts[-1] != stop):
             cuts.append(stop)
         word_starts = [a + start for start in self._word_starts(text)]

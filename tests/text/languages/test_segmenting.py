@@ -3,10 +3,15 @@ abbreviations — each case fails if its rule breaks."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from koe.text.languages.lookup import rules_for, segmenter_for
 from koe.text.languages.units import hindi_words, japanese_morae, mandarin_syllables
+
+
+HIRAGANA = r"[\u3041-\u3096]"
 
 
 def cut(lang: str, text: str, limit: int | None = None) -> list[str]:
@@ -104,3 +109,13 @@ def test_cjk_segments_are_shorter_in_characters_for_the_same_speech() -> None:
     assert rules_for("ja").chars_per_char > 1 and rules_for("zh").chars_per_char > 1
     text = "あ" * 400
     assert max(len(s) for s in cut("ja", text)) < max(len(s) for s in cut("en-us", "a " * 200))
+
+
+def test_a_long_japanese_sentence_is_cut_after_a_particle_not_inside_a_kanji_compound() -> None:
+    text = "東京都庁の展望台から富士山がよく見える日は本当に少ないそうです。"
+    out = cut("ja", text, limit=12)
+    assert "".join(out) == text and len(out) >= 2
+    end = 0
+    for piece in out[:-1]:
+        end += len(piece)
+        assert re.match(HIRAGANA, text[end - 1]) and not re.match(HIRAGANA, text[end]), out

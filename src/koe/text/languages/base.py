@@ -42,6 +42,8 @@ class TextRules:
             the cost model and the limits are measured in English characters).
         abbreviations: the language's abbreviations; None: English ones.
         inverted_marks: ``¿`` and ``¡`` open a question or exclamation that no clause cut may split.
+        word_break: whether a segment too long for its limit may be cut before ``text[i]`` (never inside
+            a word); None: at spaces and next to any CJK character.
     """
 
     lang: str
@@ -51,6 +53,7 @@ class TextRules:
     chars_per_char: float = 1.0
     abbreviations: Abbreviations | None = None
     inverted_marks: bool = False
+    word_break: Callable[[str, int], bool] | None = None
 
     def normalize(self, text: str) -> Normalized:
         """``text`` as this language's G2P should read it (:func:`koe.text.normalize.normalize`)."""

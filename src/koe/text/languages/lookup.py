@@ -8,7 +8,7 @@ from koe.languages import CODES, language
 from koe.text.languages.asian import HINDI, JAPANESE, MANDARIN
 from koe.text.languages.base import ENGLISH, Abbreviations, TextRules
 from koe.text.languages.europe import EUROPEAN
-from koe.text.languages.units import hindi_words, japanese_morae, mandarin_syllables
+from koe.text.languages.units import hindi_words, japanese_morae, japanese_word_break, mandarin_syllables
 from koe.text.segment import Segmenter, SegmenterOptions
 
 _NONE = Abbreviations(frozenset(), frozenset())
@@ -32,6 +32,7 @@ _RULES: dict[str, TextRules] = {
         "ja",
         rules=JAPANESE,
         unit_starts=japanese_morae,
+        word_break=japanese_word_break,
         units_per_word=5 / 3,
         chars_per_char=CHARS_PER_CHAR["ja"],
         abbreviations=_NONE,
