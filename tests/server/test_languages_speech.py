@@ -22,7 +22,7 @@ from support.asr import MultilingualTranscriber, character_error_rate
 MAX_CER = 0.10
 SENTENCES = {
     "ja": ("jf_alpha", "今日はとても良い天気ですね。", "天気"),
-    "zh": ("zf_xiaobei", "今天天气很好。", "天气"),
+    "zh": ("zf_xiaobei", "今天天气很好。", "今天天气"),  # one word in jieba's dictionary
     "es": ("ef_dora", "Hoy hace muy buen tiempo.", "tiempo"),
     "fr": ("ff_siwis", "Bonjour, comment allez-vous ?", "comment"),
     "it": ("if_sara", "Oggi fa bel tempo.", "tempo"),

@@ -11,6 +11,7 @@ import hashlib
 import re
 import shutil
 import unicodedata
+import warnings
 from importlib.resources import files
 from pathlib import Path
 
@@ -82,10 +83,17 @@ def comparable(text: str, lang: str) -> str:
     simplified characters (Whisper writes some traditional ones)."""
     text = unicodedata.normalize("NFKC", text).lower()
     if lang == "zh":
-        import zhconv
-
-        text = zhconv.convert(text, "zh-cn")
+        text = _simplified(text)
     return _PUNCTUATION.sub("", text)
+
+
+def _simplified(text: str) -> str:
+    import zhconv
+
+    with warnings.catch_warnings():  # zhconv 1.4.3 reads its dictionary without closing the file
+        warnings.simplefilter("ignore", ResourceWarning)
+        zhconv.loaddict()
+    return str(zhconv.convert(text, "zh-cn"))
 
 
 def character_error_rate(reference: str, hypothesis: str, lang: str) -> float:
