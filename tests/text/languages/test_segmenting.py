@@ -10,7 +10,6 @@ import pytest
 from koe.text.languages.lookup import rules_for, segmenter_for
 from koe.text.languages.units import hindi_words, japanese_morae, mandarin_syllables
 
-
 HIRAGANA = r"[\u3041-\u3096]"
 
 
