@@ -24,9 +24,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-# What `make serve` needs: koe and its default dependencies, the voices fetched and verified.
+# Japanese readings: pyopenjtalk-plus (OpenJTalk with its dictionary) and sudachipy, which it imports. Both go
+# in with --no-deps: pyopenjtalk-plus declares sudachidict_core, a 190 MB dictionary for reading corrections
+# koe turns off (koe.g2p.japanese), and pip cannot leave out one dependency of a package, so they are not in
+# pyproject.toml; what else they import (numpy, pydantic) is a dependency of koe anyway.
+JAPANESE_NO_DEPS := pyopenjtalk-plus==0.4.1.post10 sudachipy==0.7.0
+
+# What `make serve` needs: koe and its default dependencies (every language's G2P), the voices fetched and
+# verified.
 $(VENV)/.stamp-serve: pyproject.toml requirements.lock | $(BIN)/python
 	$(PIP) install -c requirements.lock -e .
+	$(PIP) install -c requirements.lock --no-deps $(JAPANESE_NO_DEPS)
 	$(BIN)/koe install
 	touch $@
 

@@ -111,7 +111,7 @@ def test_unknown_fields_are_ignored_for_forward_compatibility() -> None:
         ('{"type":"config","format":"mp3"}', ConfigError, "invalid_field", "pcm_s16le, mulaw, alaw"),
         ('{"type":"config","format":"vorbis"}', ConfigError, "invalid_field", "format"),
         ('{"type":"config","format":3}', ConfigError, "invalid_field", "format"),
-        ('{"type":"config","lang":"fr-fr"}', ConfigError, "invalid_field", "lang"),
+        ('{"type":"config","lang":"ko"}', ConfigError, "invalid_field", "lang"),
         ('{"type":"config","lang":1}', ConfigError, "invalid_field", "lang"),
         ('{"type":"config","voice":""}', ConfigError, "invalid_field", "voice"),
         ('{"type":"config","voice":["af_sky"]}', ConfigError, "invalid_field", "voice"),

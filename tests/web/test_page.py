@@ -43,6 +43,11 @@ def test_read_aloud_plays_before_the_text_is_written_and_stop_silences_it(
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(koe_server.http_url + "/")
     page.wait_for_function("window.koe && window.koe.state === 'ready'", timeout=WAIT_MS)
+    groups = page.eval_on_selector_all(
+        "#voice optgroup", "(els) => els.map((e) => [e.label, e.children.length])"
+    )
+    assert groups[0] == ["American English", 20] and ["Japanese", 5] in groups and len(groups) == 9
+    assert page.eval_on_selector("#voice", "(el) => el.value") == "af_heart"
 
     read_aloud(page, THREE_SENTENCES, tokens_per_s=6)
     page.wait_for_function("window.koe.timings.lastAudio !== undefined", timeout=WAIT_MS)
@@ -93,7 +98,7 @@ def test_the_page_talks_to_an_agent_elsewhere_by_its_url_and_sends_a_jwt_as_agen
         page.goto(f"{fake_server.http_url}/#agent={agent.ws_url}/ws&token=eyJhbGciOi.eyJzdWIi.c2ln")
         page.wait_for_function("window.koe && window.koe.state === 'ready'", timeout=WAIT_MS)
         options = page.eval_on_selector_all("#voice option", "(els) => els.map((el) => el.value)")
-        assert options == ["af_heart", "bf_emma", "am_adam"]  # from the agent's session message
+        assert options == ["af_heart", "am_adam", "bf_emma"]  # the agent's voices, grouped by language
         read_aloud(page, THREE_SENTENCES, tokens_per_s=40)
         page.wait_for_function("window.koe.timings.lastAudio !== undefined", timeout=WAIT_MS)
         koe = page.evaluate("window.koe")

@@ -114,8 +114,8 @@ class SpeakerTurn(Protocol):
 class SpeakerSession(Protocol):
     """A listener's connection to the TTS: turns of one conversation are spoken one after another."""
 
-    async def turn(self, voice: str, speed: float) -> SpeakerTurn:
-        """Open the next turn.
+    async def turn(self, voice: str, speed: float, lang: str | None = None) -> SpeakerTurn:
+        """Open the next turn, its text read as ``lang`` (None: the voice's language).
 
         Raises:
             VoiceError: unknown voice. OverloadedError: the TTS refused work. UpstreamError: a remote

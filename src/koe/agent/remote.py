@@ -40,7 +40,7 @@ T = TypeVar("T")
 #: How long the TTS server gets to acknowledge a cancel or a config before the session is dropped.
 REPLY_TIMEOUT_S = 5.0
 #: Error codes after which a turn goes on (the server keeps the session and skips the segment).
-_SEGMENT_ERRORS = {"synthesis_failed"}
+_SEGMENT_ERRORS = {"synthesis_failed", "unsupported_script"}
 #: The audio every turn asks for: what the agent's events carry.
 _STREAM_OPTIONS = {"format": "pcm_s16le", "sample_rate": SAMPLE_RATE}
 _HTTP_UNAUTHORIZED = 401
@@ -151,8 +151,8 @@ class RemoteSession:
         self._client: StreamClient | None = None
         self._last: RemoteTurn | None = None
 
-    async def turn(self, voice: str, speed: float) -> RemoteTurn:
-        """Open the next turn with ``voice`` and ``speed`` (sent as a ``config`` and acknowledged).
+    async def turn(self, voice: str, speed: float, lang: str | None = None) -> RemoteTurn:
+        """Open the next turn with ``voice``, ``speed`` and ``lang`` (sent as a ``config``, acknowledged).
 
         Raises:
             UpstreamError: the TTS cannot be reached, refused the connection, or did not acknowledge.
@@ -164,24 +164,24 @@ class RemoteSession:
             await self.aclose()
         reused = self._client is not None
         try:
-            client = await self._configured(voice, speed)
+            client = await self._configured(voice, speed, lang)
         except ConnectionLostError as exc:
             await self.aclose()
             if not reused:
                 raise
             reconnected = exc.message  # it closed since the last turn: one new connection is worth a try
-            client = await self._configured(voice, speed)
+            client = await self._configured(voice, speed, lang)
         if reconnected is not None:
             logger.info("TTS session %s reopened: %s", client.url, reconnected)
         self._last = RemoteTurn(client, reconnected)
         return self._last
 
-    async def _configured(self, voice: str, speed: float) -> StreamClient:
+    async def _configured(self, voice: str, speed: float, lang: str | None) -> StreamClient:
         if self._client is None:
             self._client = await self._target.connect(**_STREAM_OPTIONS)
         client = self._client
         try:
-            await client.configure(voice=voice, speed=speed)
+            await client.configure(voice=voice, speed=speed, lang=lang)
             async with asyncio.timeout(REPLY_TIMEOUT_S):
                 while True:
                     reply = await client.receive()

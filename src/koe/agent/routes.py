@@ -4,7 +4,8 @@
 * ``POST /invocations`` — ``{"prompt"|"read", "session_id"?, "voice"?, "speed"?}`` answered as
   Server-Sent Events (:mod:`koe.agent.events`); a client that disconnects interrupts its turn.
 * ``WS /ws`` — the browser's session: JSON requests in, JSON events and binary PCM16 frames out.
-* ``GET /info`` — what the page needs: the LLM in use (or how to enable one), voices, sample rate.
+* ``GET /info`` — what the page needs: the LLM in use (or how to enable one), voices (also grouped by
+  language), sample rate.
 
 ``koe serve`` mounts these under ``/agent`` beside the TTS routes and serves the page at ``/``
 (:mod:`koe.app`); ``koe agent`` serves them at the root as well, as AgentCore expects.
@@ -32,6 +33,7 @@ from koe.agent.protocol import Ask, Interrupt, TurnRequest, parse_invocation, pa
 from koe.agent.replay import ReplaySource
 from koe.agent.service import VoiceAgent
 from koe.errors import KoeError, LimitError, OverloadedError
+from koe.languages import DEFAULT, LANGUAGES, of_voice
 from koe.types import SAMPLE_RATE
 from koe.web import page
 from koe.wire.body import read_body
@@ -59,6 +61,18 @@ BEARER_SUBPROTOCOL = "base64UrlBearerAuthorization"
 def _body_limit(agent: VoiceAgent) -> int:
     """The largest request accepted: the longest prompt in the worst UTF-8 case, plus the other fields."""
     return agent.options.max_prompt_chars * 4 + 1024
+
+
+def voice_groups(voices: list[str]) -> list[dict[str, Any]]:
+    """The voices by language, in koe's order of languages: ``[{lang, language, voices}]``."""
+    groups: dict[str, list[str]] = {}
+    for name in voices:
+        groups.setdefault((of_voice(name) or DEFAULT).code, []).append(name)
+    return [
+        {"lang": lang.code, "language": lang.name, "voices": groups[lang.code]}
+        for lang in LANGUAGES
+        if lang.code in groups
+    ]
 
 
 class AgentEndpoints:
@@ -90,6 +104,7 @@ class AgentEndpoints:
             "llm_available": config.kind != "none",
             "how_to_enable": HOW_TO_ENABLE if config.kind == "none" else None,
             "voices": self.agent.speaker.voices(),
+            "voice_groups": voice_groups(self.agent.speaker.voices()),
             "default_voice": self.agent.options.default_voice,
             "sample_rate": SAMPLE_RATE,
         }
@@ -197,7 +212,7 @@ class AgentEndpoints:
             source, text = await self.agent.llm(), request.prompt
         else:
             source, text = ReplaySource(request.text, request.pace), request.text
-        return await session.start(text, source, voice=request.voice, speed=request.speed)
+        return await session.start(text, source, voice=request.voice, speed=request.speed, lang=request.lang)
 
     def _close_later(self, closing: Awaitable[None]) -> None:
         """Finish a session's clean-up in its own task: the request's task may be cancelled already."""

@@ -96,10 +96,12 @@ async def openai_models(request: Request) -> Response:
 
 
 async def openai_voices(request: Request) -> Response:
-    """Every Kokoro voice, and the OpenAI names mapped onto them."""
+    """Every Kokoro voice with its language (koe's code and its name) and gender, and the OpenAI names
+    mapped onto them."""
     speech = runtime_of(request).synthesizer().speech
     voices = [
-        {"id": v.name, "name": v.name, "lang": v.lang, "gender": v.gender} for v in speech.voices.info()
+        {"id": v.name, "name": v.name, "lang": v.lang, "language": v.language, "gender": v.gender}
+        for v in speech.voices.info()
     ]
     names = speech.voices.names()
     aliases = {name: kokoro for name, kokoro in runtime_of(request).openai_voices.items() if kokoro in names}

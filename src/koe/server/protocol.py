@@ -94,8 +94,8 @@ def parse_query(params: Mapping[str, str]) -> SessionOptions:
     """Session options from the connect URL's query (SageMaker's ``ModelQueryString``).
 
     Unknown parameters are ignored: clients for other servers send their own. ``encoding`` is accepted as
-    another name for ``format``, and Deepgram's ``model`` names the voice (an Aura model or a Kokoro voice,
-    :func:`~koe.server.voices.aura_voice`) unless ``voice`` is given too.
+    another name for ``format``, ``language`` for ``lang``, and Deepgram's ``model`` names the voice (an
+    Aura model or a Kokoro voice, :func:`~koe.server.voices.aura_voice`) unless ``voice`` is given too.
 
     Raises:
         ConfigError: a known parameter has a bad value (``invalid_field``).
@@ -108,6 +108,8 @@ def parse_query(params: Mapping[str, str]) -> SessionOptions:
         raw["voice"] = aura_voice(params["model"])
     if "format" not in raw and "encoding" in params:
         raw["format"] = params["encoding"]
+    if "lang" not in raw and "language" in params:
+        raw["lang"] = params["language"]
     if "speed" in params:
         raw["speed"] = _number(params["speed"], float, "speed")
     if "sample_rate" in params:

@@ -21,6 +21,7 @@ from koe.types import SAMPLE_RATE
 from koe.wire.fields import (
     bool_field,
     format_field,
+    lang_field,
     preview,
     sample_rate_field,
     speed_field,
@@ -67,7 +68,7 @@ class SpeechRequest:
     body: Body = Body.AUDIO
     timestamps: bool = False  # word timings: in the SSE events, or a JSON body with the audio in base64
     request_id: str | int | None = None  # named in the AWS sample's events
-    lang: str | None = None  # None: the voice's own accent
+    lang: str | None = None  # how the text is read; None: the voice's language
 
     @property
     def sse(self) -> bool:
@@ -106,10 +107,15 @@ def nonempty(text: str, name: str) -> str:
     return text
 
 
+def _lang(obj: Mapping[str, Any]) -> str | None:
+    return None if obj.get("lang") is None else lang_field(obj["lang"])
+
+
 def parse_invocation(
     body: bytes, content_type: str | None, *, max_chars: int, max_age_s: float, default_voice: str, now: float
 ) -> SpeechRequest:
-    """The AWS sample's request: ``{text, voice, speed, stream, format, sample_rate, request_timestamp?}``.
+    """The AWS sample's request: ``{text, voice, speed, stream, format, sample_rate, request_timestamp?}``,
+    plus koe's ``lang`` (how the text is read; default: the voice's language).
 
     ``"transport": "sse"`` (one version of the sample) answers Server-Sent Events instead of the audio
     body: ``audio_stream_start``, ``audio_chunk`` (base64, PCM16 unless ``format`` says otherwise),
@@ -166,6 +172,7 @@ def parse_invocation(
         stream=stream,
         body=Body.AWS_SSE if transport == _SSE else Body.AUDIO,
         request_id=_request_id(obj.get("request_id")),
+        lang=_lang(obj),
     )
 
 
@@ -220,7 +227,8 @@ def parse_openai_speech(
     body: bytes, content_type: str | None, *, max_chars: int, voices: Mapping[str, str]
 ) -> SpeechRequest:
     """OpenAI's ``{model, input, voice, response_format, speed, stream_format?, instructions?}``, plus
-    koe's ``timestamps`` (word timings; OpenAI has no field for them).
+    koe's ``timestamps`` (word timings; OpenAI has no field for them) and ``lang`` (OpenAI reads the
+    language from the text; Kokoro's voices each speak one, so the voice's is the default).
 
     ``voice`` may be an OpenAI name (mapped by ``voices``, :func:`~koe.server.voices.openai_voices`), a
     Kokoro voice or blend, or ``{"id": ...}``. ``instructions`` is accepted and ignored (Kokoro takes no
@@ -267,4 +275,5 @@ def parse_openai_speech(
         stream=sse or fmt is not AudioFormat.FLAC,
         body=Body.OPENAI_SSE if sse else Body.AUDIO,
         timestamps=timestamps,
+        lang=_lang(obj),
     )

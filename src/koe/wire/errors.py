@@ -55,6 +55,8 @@ _BY_CODE: dict[str, ErrorRoute] = {
     "not_ready": ErrorRoute(503, WS_TRY_AGAIN_LATER),
     "shutting_down": ErrorRoute(503, WS_GOING_AWAY),
     "synthesis_failed": ErrorRoute(500, None),
+    # a language whose G2P is not installed here: the server cannot, the session may go on in another
+    "language_unavailable": ErrorRoute(501, None),
 }
 
 _BY_CLASS: tuple[tuple[type[KoeError], ErrorRoute], ...] = (

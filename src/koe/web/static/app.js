@@ -68,6 +68,20 @@ function mark(name, force = false) {
 
 // --- connection ---------------------------------------------------------------------------------------
 
+/** The voice picker's options: one group per language (the voice's language is the one it speaks). */
+function voiceOptions(info) {
+  const option = (v) => new Option(v, v, v === info.default_voice, v === info.default_voice);
+  const groups = info.voice_groups && info.voice_groups.length ? info.voice_groups : null;
+  if (!groups) return (info.voices.length ? info.voices : [info.default_voice]).map(option);
+  return groups.map((group) => {
+    const element = document.createElement("optgroup");
+    element.label = group.language;
+    element.dataset.lang = group.lang;
+    element.append(...group.voices.map(option));
+    return element;
+  });
+}
+
 async function connect() {
   if (agentUrl) {
     info = await openSocket(agentUrl, token ? [`base64UrlBearerAuthorization.${base64url(token)}`, "base64UrlBearerAuthorization"] : []);
@@ -78,8 +92,7 @@ async function connect() {
   }
   $("llm").textContent = info.llm_available ? `LLM: ${info.llm}` : "No LLM configured — read-aloud works.";
   if (!info.llm_available) { $("no-llm").textContent = info.how_to_enable; $("no-llm").hidden = false; }
-  const voices = info.voices.length ? info.voices : [info.default_voice];
-  $("voice").replaceChildren(...voices.map((v) => new Option(v, v, v === info.default_voice, v === info.default_voice)));
+  $("voice").replaceChildren(...voiceOptions(info));
   player.sampleRate = info.sample_rate;
   if (!agentUrl) {
     const url = new URL("agent/ws", location.href);
