@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,7 +52,9 @@ STEPS = (
     "koe.engine.assets:packaged_model_bytes",
     "onnxruntime:InferenceSession.__init__",
     "onnx:load_from_string",
+    "koe.engine.onnx.engine:OnnxEngine._session",
     "koe.engine.onnx.stages:derive",
+    "koe.engine.onnx.stages:run_probe",
     "koe.engine.onnx.stages:verify",
     "koe.engine.onnx.stages:load_stages",
     "koe.engine.onnx.decoder:StreamingDecoder.load",
@@ -60,6 +62,7 @@ STEPS = (
     "koe.engine.voices:VoiceBank.load",
     "koe.g2p.misaki:_spacy_pipeline",
     "koe.g2p.misaki:MisakiG2P.__init__",
+    "koe.pipeline.speech:_load_g2p",
     "koe.pipeline.speech:Speech.load",
     "koe.pipeline.speech:Speech.synthesize",
     "koe.server.runtime:Runtime._warm_up",
@@ -86,9 +89,22 @@ def _python() -> list[str]:
     return [sys.executable, "-X", "utf8"]
 
 
-def _koe(without_torch: bool) -> list[str]:
-    """The command that runs ``koe`` in a fresh interpreter (with torch made unimportable, if asked)."""
-    return [*_python(), "-c", _WITHOUT_TORCH] if without_torch else [*_python(), "-m", "koe.cli"]
+@dataclass(frozen=True, slots=True)
+class Koe:
+    """Which koe a child runs: this one or a baseline source tree (``src``), with torch importable or not."""
+
+    src: Path | None = None
+    without_torch: bool = False
+
+    def command(self) -> list[str]:
+        return [*_python(), "-c", _WITHOUT_TORCH] if self.without_torch else [*_python(), "-m", "koe.cli"]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": str(self.src)} if self.src is not None else dict(os.environ)
+
+    def kind(self, what: str) -> str:
+        prefix = "baseline_" if self.src is not None else ""
+        return f"{prefix}{what}{'_without_torch' if self.without_torch else ''}"
 
 
 def torch_installed() -> bool:
@@ -102,9 +118,9 @@ def _wait(process: subprocess.Popen[bytes]) -> tuple[int, float]:
     return process.returncode, usage.ru_maxrss / _KIB
 
 
-def _timed_child(kind: str, command: list[str]) -> ColdRun:
+def _timed_child(kind: str, command: list[str], env: dict[str, str] | None = None) -> ColdRun:
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert process.stderr is not None
     errors = process.stderr.read()  # drained while it runs, so a chatty child never blocks on the pipe
     code, peak_mb = _wait(process)
@@ -114,10 +130,10 @@ def _timed_child(kind: str, command: list[str]) -> ColdRun:
     return ColdRun(kind, wall_s, peak_mb)
 
 
-def say_cold(out: Path, text: str = SENTENCE, *, without_torch: bool = False) -> ColdRun:
+def say_cold(out: Path, text: str = SENTENCE, koe: Koe = Koe()) -> ColdRun:
     """``koe say TEXT -o out`` in a fresh process."""
-    command = [*_koe(without_torch), "say", text, "-v", VOICE, "-o", str(out)]
-    return _timed_child("koe_say" + ("_without_torch" if without_torch else ""), command)
+    command = [*koe.command(), "say", text, "-v", VOICE, "-o", str(out)]
+    return _timed_child(koe.kind("koe_say"), command, koe.env())
 
 
 def _vm_hwm_mb(pid: int) -> float:
@@ -128,10 +144,13 @@ def _vm_hwm_mb(pid: int) -> float:
 
 
 @contextmanager
-def _serving(command: list[str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def _serving(
+    command: list[str], env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
     process = subprocess.Popen(
         [*command, "--host", LOOPBACK, "--port", str(port)],
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -162,13 +181,12 @@ def _until_ready(process: subprocess.Popen[bytes], base_url: str, started: float
     raise UpstreamError(f"koe serve was not ready within {READY_TIMEOUT_S:g} s")
 
 
-def serve_cold(*, without_torch: bool = False) -> ColdRun:
+def serve_cold(koe: Koe = Koe()) -> ColdRun:
     """``koe serve`` in a fresh process, until ``/ping`` answers 200 (then stopped)."""
     started = time.perf_counter()
-    with _serving([*_koe(without_torch), "serve"]) as (process, url):
+    with _serving([*koe.command(), "serve"], koe.env()) as (process, url):
         ready_s = _until_ready(process, url, started)
-        kind = "koe_serve_ready" + ("_without_torch" if without_torch else "")
-        return ColdRun(kind, ready_s, _vm_hwm_mb(process.pid))
+        return ColdRun(koe.kind("koe_serve_ready"), ready_s, _vm_hwm_mb(process.pid))
 
 
 _KOKORO_ONNX_SPEAK = """
@@ -201,23 +219,32 @@ def kokoro_onnx_cold(model: Path, voices: Path, out: Path, text: str = SENTENCE)
     return _timed_child("kokoro_onnx_say", command)
 
 
-def cold_runs(repeats: int, workdir: Path, text: str = SENTENCE) -> dict[str, list[ColdRun]]:
-    """``repeats`` rounds of each kind, the order rotating from round to round."""
+def cold_runs(
+    repeats: int,
+    workdir: Path,
+    text: str = SENTENCE,
+    baseline: Path | None = None,
+    step: Callable[[], None] = lambda: None,
+) -> dict[str, list[ColdRun]]:
+    """``repeats`` rounds of each kind, the order rotating from round to round: koe (and the ``baseline``
+    source tree, if given), each also without torch where torch is installed, and kokoro-onnx."""
     model, voices = prepare_kokoro_onnx(workdir)
-    kinds: dict[str, Callable[[], ColdRun]] = {
-        "koe_say": lambda: say_cold(workdir / "koe.wav", text),
-        "koe_serve_ready": serve_cold,
-        "kokoro_onnx_say": lambda: kokoro_onnx_cold(model, voices, workdir / "kokoro.wav", text),
-    }
+    variants = [Koe()] + ([Koe(baseline)] if baseline is not None else [])
     if torch_installed():
-        kinds["koe_say_without_torch"] = lambda: say_cold(workdir / "koe.wav", text, without_torch=True)
-        kinds["koe_serve_ready_without_torch"] = lambda: serve_cold(without_torch=True)
+        variants += [Koe(v.src, without_torch=True) for v in variants]
+    kinds: dict[str, Callable[[], ColdRun]] = {
+        "kokoro_onnx_say": lambda: kokoro_onnx_cold(model, voices, workdir / "kokoro.wav", text)
+    }
+    for koe in variants:
+        kinds[koe.kind("koe_say")] = functools.partial(say_cold, workdir / "koe.wav", text, koe)
+        kinds[koe.kind("koe_serve_ready")] = functools.partial(serve_cold, koe)
     names = list(kinds)
     runs: dict[str, list[ColdRun]] = {name: [] for name in names}
     for repeat in range(repeats):
         shift = repeat % len(names)
         for name in names[shift:] + names[:shift]:
             runs[name].append(kinds[name]())
+            step()
     return runs
 
 
@@ -238,7 +265,7 @@ def summarize_cold(runs: dict[str, list[ColdRun]]) -> dict[str, Any]:
         "ratios": {
             f"{name}_over_kokoro_onnx": kind["wall_s"] / peer
             for name, kind in kinds.items()
-            if name.startswith("koe_")
+            if name != "kokoro_onnx_say"
         },
     }
 
@@ -317,44 +344,98 @@ def _profiled_main(argv: list[str], out: Path) -> int:
     return code
 
 
-def profile_steps(kind: str, workdir: Path) -> dict[str, Any]:
-    """The step profile of a cold ``koe say`` (``kind="say"``) or ``koe serve`` until ready (``"serve"``)."""
+def profile_steps(kind: str, workdir: Path, koe: Koe = Koe()) -> dict[str, Any]:
+    """The step profile of a cold ``koe say`` (``kind="say"``) or ``koe serve`` until ready (``"serve"``);
+    a baseline source tree must hold this module too."""
     out = workdir / f"steps-{kind}.json"
     child = [*_python(), "-m", "koe.bench.coldstart", "--profile", str(out), "--"]
     if kind == "say":
-        _timed_child("koe_say_profiled", [*child, "say", SENTENCE, "-v", VOICE, "-o", str(workdir / "p.wav")])
-    else:
-        started = time.perf_counter()
-        with _serving([*child, "serve"]) as (process, url):
-            ready_s = _until_ready(process, url, started)
-        profile: dict[str, Any] = json.loads(out.read_text())
-        return {**profile, "ready_s": ready_s}
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+        command = [*child, "say", SENTENCE, "-v", VOICE, "-o", str(workdir / "p.wav")]
+        _timed_child(koe.kind("koe_say_profiled"), command, koe.env())
+        said: dict[str, Any] = json.loads(out.read_text())
+        return said
+    started = time.perf_counter()
+    with _serving([*child, "serve"], koe.env()) as (process, url):
+        ready_s = _until_ready(process, url, started)
+    served: dict[str, Any] = json.loads(out.read_text())
+    return {**served, "ready_s": ready_s}
 
 
-def run(repeats: int) -> dict[str, Any]:
+def run(repeats: int, baseline: Path | None = None) -> dict[str, Any]:
+    """Every cold kind ``repeats`` times, then one step profile of each command (of the baseline too)."""
     from koe import __version__
 
+    load_avg = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="koe-cold-") as scratch:
         workdir = Path(scratch)
-        report = summarize_cold(cold_runs(repeats, workdir))
-        report["steps"] = {kind: profile_steps(kind, workdir) for kind in ("say", "serve")}
+        report = summarize_cold(cold_runs(repeats, workdir, baseline=baseline))
+        variants = [Koe()] + ([Koe(baseline)] if baseline is not None else [])
+        report["steps"] = {
+            koe.kind(kind): profile_steps(kind, workdir, koe) for koe in variants for kind in ("say", "serve")
+        }
     report["koe_version"] = __version__
+    report["baseline_src"] = None if baseline is None else str(baseline)
+    report["repeats"] = repeats
     report["cpus"] = os.cpu_count()
-    report["load_avg_1m"] = os.getloadavg()[0]
+    report["load_avg_1m"] = load_avg
+    report["load_avg_1m_end"] = os.getloadavg()[0]
     return report
+
+
+def kinds_per_round(baseline: bool = False) -> int:
+    """Fresh processes of one round: kokoro-onnx, and koe's say and serve per variant."""
+    variants = (2 if baseline else 1) * (2 if torch_installed() else 1)
+    return 1 + 2 * variants
+
+
+def scenario(repeats: int, step: Callable[[], None]) -> dict[str, Any]:
+    """``koe bench``'s cold-start scenario: the cold kinds without the step profile."""
+    load_avg = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="koe-cold-") as scratch:
+        report = summarize_cold(cold_runs(repeats, Path(scratch), step=step))
+    return {**report, "repeats": repeats, "load_avg_1m": load_avg, "load_avg_1m_end": os.getloadavg()[0]}
+
+
+#: The goal for this machine: koe ready to speak within this factor of kokoro-onnx's cold load-and-speak.
+TARGET_RATIO = 1.5
+
+
+def targets(scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """koe's cold say and time to ready against :data:`TARGET_RATIO` × kokoro-onnx's, for the report."""
+    found = {}
+    for name in ("koe_say", "koe_serve_ready"):
+        ratio = scenario["ratios"][f"{name}_over_kokoro_onnx"]
+        found[f"cold_{name}_over_kokoro_onnx"] = {
+            "target": TARGET_RATIO, "measured": ratio, "met": ratio <= TARGET_RATIO
+        }  # fmt: skip
+    return found
+
+
+def table(scenario: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[str, ...]], list[str]]:
+    """The scenario as a report section: title, columns, rows, notes."""
+    peer = scenario["kinds"]["kokoro_onnx_say"]["wall_s"]
+    rows: list[tuple[str, ...]] = [
+        (name, f"{kind['wall_s']:.2f}", f"{kind['wall_s'] / peer:.2f}", f"{kind['peak_rss_mb']:.0f}")
+        for name, kind in scenario["kinds"].items()
+    ]
+    notes = [
+        f'a fresh process each, medians of {scenario["repeats"]}; "{scenario["sentence"]}"; goal: koe within '
+        f"{TARGET_RATIO:g}× of kokoro-onnx; `_without_torch`: torch made unimportable, as in the CPU image",
+    ]
+    title = "8 · cold start: `koe say`, `koe serve` → /ping 200, kokoro-onnx's own load-and-speak"
+    return title, ("process", "wall s", "× kokoro-onnx", "peak RSS MB"), rows, notes
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--baseline-src", type=Path, help="another koe's src/ to run beside this one")
     parser.add_argument("--profile", type=Path, help=argparse.SUPPRESS)  # the step profile's child
     args, rest = parser.parse_known_args()
     if args.profile is not None:
         return _profiled_main([a for a in rest if a != "--"], args.profile)
-    report = run(args.repeats)
+    report = run(args.repeats, args.baseline_src)
     text = json.dumps(report, indent=2)
     if args.json:
         args.json.write_text(text + "\n")

@@ -26,7 +26,9 @@ from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-#: Warm-up utterances of two lengths: the first runs pay one-off costs, the timings fit the cost model.
+#: Warm-up utterances of two lengths, each timed to fit the cost model. Loading already ran the engine
+#: once (the ONNX engine decodes its probe through the stages it streams with), so no untimed run precedes
+#: them: that was a second warm-up of the same sessions.
 _WARMUP_TEXTS = (
     "Hello there.",
     "This longer sentence tells the server how fast synthesis runs on this machine.",
@@ -97,7 +99,6 @@ class Runtime:
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice
-        speech.synthesize(_WARMUP_TEXTS[0], voice=voice)  # first run: allocations, caches
         samples = []
         for text in _WARMUP_TEXTS:
             started = time.perf_counter()
