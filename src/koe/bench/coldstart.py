@@ -60,6 +60,7 @@ STEPS = (
     "koe.engine.onnx.decoder:StreamingDecoder.load",
     "koe.engine.onnx.engine:OnnxEngine.__init__",
     "koe.engine.voices:VoiceBank.load",
+    "koe.g2p.misaki:_offline_g2p",
     "koe.g2p.misaki:_spacy_pipeline",
     "koe.g2p.misaki:MisakiG2P.__init__",
     "koe.pipeline.speech:_load_g2p",
@@ -67,8 +68,9 @@ STEPS = (
     "koe.pipeline.speech:Speech.synthesize",
     "koe.server.runtime:Runtime._warm_up",
 )
-#: Imported before the command runs, so their import time is a step of its own.
-_HEAVY_MODULES = ("numpy", "onnxruntime", "onnx", "spacy", "misaki.en", "koe.pipeline.speech", "koe.app")
+#: Imported before the command runs, so their import time is a step of its own: what ``koe`` imports before
+#: loading anything. spaCy and misaki are not among them: the load imports them (``_offline_g2p``).
+_HEAVY_MODULES = ("numpy", "onnxruntime", "onnx", "koe.pipeline.speech", "koe.app")
 
 
 @dataclass(frozen=True, slots=True)
