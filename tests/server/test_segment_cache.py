@@ -206,6 +206,26 @@ def test_a_precache_file_names_openers_per_voice(tmp_path: Path, serve_fake: Ser
         assert cache_metrics(live)["koe_segment_cache_lookups_total_hit"] == 1
 
 
+#: Openers whose first segment is cut by their own language's rules and lengths (cut as English text, each
+#: would be a shorter segment that no turn in that voice ever says).
+_FOREIGN_OPENERS = {"zf_xiaobei": "没问题，请稍等一下。", "hf_alpha": "ठीक है, मैं आपकी मदद कर सकता हूँ।"}
+
+
+def test_a_pre_warmed_opener_in_another_language_is_cut_as_that_language_s_turns_are(
+    tmp_path: Path, serve_fake: ServerFactory
+) -> None:
+    path = tmp_path / "openers.json"
+    path.write_text(json.dumps({voice: [text] for voice, text in _FOREIGN_OPENERS.items()}))
+    with serve_fake(segment_cache_mb=8, precache=str(path)) as live:
+        deadline = time.monotonic() + _WAIT_S
+        while cache_metrics(live)["koe_segment_cache_stores_total"] < len(_FOREIGN_OPENERS):
+            assert time.monotonic() < deadline, "pre-warming did not finish"
+            time.sleep(0.02)
+        for voice, text in _FOREIGN_OPENERS.items():
+            run(lambda voice=voice, text=text: speak(live, text, voice=voice))
+        assert cache_metrics(live)["koe_segment_cache_lookups_total_hit"] == len(_FOREIGN_OPENERS)
+
+
 @pytest.mark.parametrize(
     ("content", "problem"),
     [

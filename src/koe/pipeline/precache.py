@@ -2,11 +2,11 @@
 
 ``KOE_PRECACHE=builtin`` takes :data:`BUILTIN_OPENERS` for the default voice; ``KOE_PRECACHE=/path.json``
 takes a JSON object of voice → openers (``{"af_heart": ["Sure, I can help with that."], ...}``). Each
-opener is cut as a turn's first segment is cut (:data:`~koe.pipeline.stream.MIN_HINT_CHARS`), and that
-segment is synthesized and kept. The file is read and checked when the server is created (a bad file stops
-it there, naming the problem); the synthesis starts once ``/ping`` is already 200 and runs one job at a time
-with a deadline later than any listener's, so a live turn always goes first and at most one worker is ever
-busy warming.
+opener is cut as a turn's first segment in its voice's language is cut (that language's segmenter, told
+:data:`~koe.pipeline.stream.MIN_HINT_CHARS` in its own characters), and that segment is synthesized and
+kept. The file is read and checked when the server is created (a bad file stops it there, naming the
+problem); the synthesis starts once ``/ping`` is already 200 and runs one job at a time with a deadline
+later than any listener's, so a live turn always goes first and at most one worker is ever busy warming.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from koe.engine.voices import parse_blend
+from koe.engine.voices import AMERICAN, parse_blend
 from koe.errors import ConfigError, KoeError, VoiceError
 from koe.pipeline.cache import segment_key
 from koe.pipeline.job import SegmentJob
-from koe.pipeline.stream import MIN_HINT_CHARS
+from koe.pipeline.stream import MIN_HINT_CHARS, own_chars
 from koe.pipeline.synthesizer import Synthesizer
-from koe.text.segment import Segment, Segmenter
+from koe.text.languages.lookup import rules_for, segmenter_for
+from koe.text.segment import Segment
 
 logger = logging.getLogger(__name__)
 
@@ -96,10 +97,11 @@ def parse_openers(spec: str | None, default_voice: str) -> dict[str, tuple[str, 
     return openers
 
 
-def first_segment(text: str) -> Segment | None:
-    """``text``'s first segment, cut as a turn's first segment is (``None`` when nothing is speakable)."""
-    segmenter = Segmenter()
-    segmenter.set_next_limit(MIN_HINT_CHARS)
+def first_segment(text: str, lang: str = AMERICAN) -> Segment | None:
+    """``text``'s first segment, cut as a turn's first segment in ``lang`` is (``None`` when nothing is
+    speakable)."""
+    segmenter = segmenter_for(lang)
+    segmenter.set_next_limit(own_chars(MIN_HINT_CHARS, rules_for(lang).chars_per_char))
     segments = [*segmenter.feed(text), *segmenter.flush()]
     return segments[0] if segments else None
 
@@ -117,7 +119,7 @@ async def precache(synthesizer: Synthesizer, openers: Openers) -> int:
             logger.warning("precache: skipping voice %r: %s", spec, exc.message)
             continue
         for text in texts:
-            segment = first_segment(text)
+            segment = first_segment(text, voice.lang)
             if segment is None:
                 continue
             key = segment_key(speech.identity, voice, segment.spoken_text)

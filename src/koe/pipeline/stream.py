@@ -48,6 +48,12 @@ MIN_HINT_CHARS = 40
 _COMPACT_AT_CHARS = 4096
 
 
+def own_chars(english_chars: int, weight: float) -> int:
+    """A length of ``english_chars`` English characters in a language whose characters each weigh
+    ``weight`` of them (its ``chars_per_char``), at least one."""
+    return max(1, round(english_chars / weight))
+
+
 @dataclass(eq=False, slots=True)
 class _InFlight:
     """A segment on its way: its job (none for a cache hit), its place in the listener's account, its parts
@@ -260,7 +266,7 @@ class SegmentStream:
                 hint = max(
                     MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
                 )
-                self._segmenter.set_next_limit(max(1, round(hint / self._weight)))
+                self._segmenter.set_next_limit(own_chars(hint, self._weight))
             while not self._cut and self._fed < len(self._buffer):
                 word = _WORD.match(self._buffer, self._fed)
                 assert word is not None  # the pattern matches at least one character before the end
