@@ -5,12 +5,18 @@ Two servers share the loaded model: one with the segment cache pre-warmed with t
 the LLM's pace: an opener, then a sentence that differs from turn to turn, so only the opener can be a
 hit. Turns alternate between the two servers (the order rotating), and the figure that matters is the
 listener's wait from the opener being written to its first audio.
+
+Run alone: ``python -m koe.bench.openers [--rounds N] [--json out.json]`` (the model as ``koe serve`` loads
+it, the default pace and voice of ``koe bench``).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -28,7 +34,7 @@ from koe.bench.target import in_process_server
 from koe.bench.turns import TurnTrace, koe_turn
 from koe.errors import UpstreamError
 from koe.pipeline.precache import BUILTIN_OPENERS
-from koe.pipeline.speech import Speech
+from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
 
 #: Openers from the built-in list, and the sentences that follow them (each turn pairs them differently).
@@ -163,3 +169,27 @@ def table(scenario: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple
     title = f"7 · openers, repeated turns ({len(scenario['openers'])} openers, medians)"
     columns = ("server", "opener → first audio s", "p95 (or max) s", "turn start → first audio s")
     return title, columns, rows, notes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over the openers")
+    parser.add_argument("--voice", default="af_heart")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    settings = Settings.from_env(port=0)
+    speech = Speech.load(SpeechOptions.from_settings(settings, warmup=False))
+    load_avg = os.getloadavg()[0]
+    with _servers(settings, speech, args.voice) as urls:
+        report = asyncio.run(_turns(urls, ReplayPace(), args.voice, args.rounds, lambda: None))
+    report |= {"rounds": args.rounds, "voice": args.voice, "cpus": os.cpu_count()}
+    report |= {"load_avg_1m": load_avg, "load_avg_1m_end": os.getloadavg()[0]}
+    text = json.dumps(report, indent=2)
+    if args.json:
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
