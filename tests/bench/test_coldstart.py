@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from koe.bench.coldstart import TARGET_RATIO, ColdRun, Koe, _StepTimer, summarize_cold, table, targets
+from koe.bench.coldstart import TARGET_RATIO, ColdRun, Koe, _StepTimer, run, summarize_cold, table, targets
+from koe.errors import ConfigError
 
 
 def test_a_baseline_tree_runs_with_its_own_source_and_says_so_in_its_kind() -> None:
@@ -18,6 +19,12 @@ def test_a_baseline_tree_runs_with_its_own_source_and_says_so_in_its_kind() -> N
     assert baseline.env()["PYTHONPATH"] == "/old/src"
     assert baseline.kind("koe_say") == "baseline_koe_say_without_torch"
     assert "sys.modules['torch'] = None" in baseline.command()[-1]
+
+
+def test_a_baseline_tree_without_this_measurement_is_refused_before_any_process_runs(tmp_path: Path) -> None:
+    (tmp_path / "koe").mkdir()  # a koe from before the measurement existed: its step profile could not run
+    with pytest.raises(ConfigError, match=r"koe/bench/coldstart\.py"):
+        run(1, baseline=tmp_path)
 
 
 def _runs(kind: str, *walls: float) -> list[ColdRun]:

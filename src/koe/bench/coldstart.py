@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 
 from koe.bench.soak import free_port
-from koe.errors import UpstreamError
+from koe.errors import ConfigError, UpstreamError
 from koe.server.background import LOOPBACK
 
 SENTENCE = "Hello there. This is koe."
@@ -47,6 +47,8 @@ VOICE = "af_heart"
 READY_TIMEOUT_S = 300.0
 _POLL_S = 0.02
 _KIB = 1024
+#: This module, as a source tree holds it: a baseline's step profile runs the baseline's copy.
+_PROFILER = Path("koe/bench/coldstart.py")
 #: Where the load's time goes: ``module:attribute`` paths timed by the step profile (missing ones skipped).
 STEPS = (
     "koe.engine.assets:packaged_model_bytes",
@@ -364,8 +366,17 @@ def profile_steps(kind: str, workdir: Path, koe: Koe = Koe()) -> dict[str, Any]:
 
 
 def run(repeats: int, baseline: Path | None = None) -> dict[str, Any]:
-    """Every cold kind ``repeats`` times, then one step profile of each command (of the baseline too)."""
+    """Every cold kind ``repeats`` times, then one step profile of each command (of the baseline too).
+
+    Raises:
+        ConfigError: the baseline tree lacks this module, which its step profile runs (checked first).
+    """
     from koe import __version__
+
+    if baseline is not None and not (baseline / _PROFILER).is_file():
+        raise ConfigError(
+            f"--baseline-src {baseline}: expected a koe src/ holding {_PROFILER} (its step profile runs it)"
+        )
 
     load_avg = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="koe-cold-") as scratch:
@@ -432,7 +443,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--baseline-src", type=Path, help="another koe's src/ to run beside this one")
+    parser.add_argument(
+        "--baseline-src", type=Path, help="another koe's src/ (with this module) to run beside this one"
+    )
     parser.add_argument("--profile", type=Path, help=argparse.SUPPRESS)  # the step profile's child
     args, rest = parser.parse_known_args()
     if args.profile is not None:
