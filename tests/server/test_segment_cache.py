@@ -234,6 +234,7 @@ def test_a_pre_warmed_opener_in_another_language_is_cut_as_that_language_s_turns
         ('{"af_heart": "Sure."}', "list of non-empty strings"),
         ('{"af_heart": [""]}', "list of non-empty strings"),
         ('{"../etc": ["Sure."]}', "malformed voice"),
+        ('{"ef_dora": ["Hola."], "af_heart": ["Sure.", "はい、どうぞ。"]}', "'af_heart'.*Japanese kana"),
         (json.dumps({"af_heart": ["Sure."] * (MAX_OPENERS + 1)}), f"at most {MAX_OPENERS}"),
     ],
 )

@@ -18,13 +18,14 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from koe.engine.voices import AMERICAN, parse_blend
+from koe.engine.voices import AMERICAN, language_of, parse_blend
 from koe.errors import ConfigError, KoeError, VoiceError
 from koe.pipeline.cache import segment_key
 from koe.pipeline.job import SegmentJob
 from koe.pipeline.stream import MIN_HINT_CHARS, own_chars
 from koe.pipeline.synthesizer import Synthesizer
 from koe.text.languages.lookup import rules_for, segmenter_for
+from koe.text.languages.scripts import check_script
 from koe.text.segment import Segment
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ def parse_openers(spec: str | None, default_voice: str) -> dict[str, tuple[str, 
 
     Raises:
         ConfigError: the file cannot be read, is not a JSON object of voice → list of non-empty strings,
-            names a malformed voice, or holds more than :data:`MAX_OPENERS` openers.
+            names a malformed voice, holds an opener in a script its voice's language cannot read
+            (``unsupported_script``), or holds more than :data:`MAX_OPENERS` openers.
     """
     if not spec:
         return {}
@@ -79,7 +81,7 @@ def parse_openers(spec: str | None, default_voice: str) -> dict[str, tuple[str, 
     openers: dict[str, tuple[str, ...]] = {}
     for voice, texts in data.items():
         try:
-            parse_blend(voice)
+            blend = parse_blend(voice)
         except VoiceError as exc:
             raise ConfigError(f"{where}: {exc.message}", code="invalid_field") from exc
         if not isinstance(texts, list) or not all(
@@ -90,6 +92,12 @@ def parse_openers(spec: str | None, default_voice: str) -> dict[str, tuple[str, 
                 f"{MAX_OPENER_CHARS} characters",
                 code="invalid_field",
             )
+        lang = language_of(blend[0][0]).code  # a blend of languages is refused when the voice is resolved
+        for text in texts:
+            try:
+                check_script(text, lang)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {voice!r}: {exc.message}", code=exc.code) from exc
         openers[voice] = tuple(texts)
     count = sum(len(texts) for texts in openers.values())
     if count > MAX_OPENERS:
