@@ -46,6 +46,8 @@ class BenchConfig:
         barge_ins: cancels in the barge-in scenario (p95 from 20 on).
         max_sessions: the largest capacity level tried.
         capacity_rounds: rounds of each capacity level (it passes when most of them do).
+        opener_rounds: rounds over the openers in the openers scenario.
+        cold_repeats: fresh processes of each kind in the cold-start scenario (0: skipped).
     """
 
     out: Path
@@ -61,10 +63,21 @@ class BenchConfig:
     ttfa_threshold_s: float = TTFA_THRESHOLD_S
     engine_sizes: tuple[int, ...] = ENGINE_SIZES
     engine_repeats: int = 3
+    opener_rounds: int = 3
+    cold_repeats: int = 3
     seed: int = 7
 
     def __post_init__(self) -> None:
-        for name in ("repeats", "barge_ins", "max_sessions", "capacity_rounds", "engine_repeats"):
+        if self.cold_repeats < 0:
+            raise ConfigError(f"bench cold_repeats: expected an integer >= 0, got {self.cold_repeats}")
+        for name in (
+            "repeats",
+            "barge_ins",
+            "max_sessions",
+            "capacity_rounds",
+            "engine_repeats",
+            "opener_rounds",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"bench {name}: expected an integer >= 1, got {getattr(self, name)}")
         if not (math.isfinite(self.ttfa_threshold_s) and self.ttfa_threshold_s > 0):
@@ -96,6 +109,8 @@ class BenchConfig:
                 capacity_rounds=1,
                 engine_sizes=QUICK_ENGINE_SIZES,
                 engine_repeats=1,
+                opener_rounds=1,
+                cold_repeats=0,  # fresh processes loading the model: a minute even once
             )
         return replace(
             config,

@@ -7,8 +7,9 @@ decoded in windows: when the server asks for it (``Settings.windowed``), the eng
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from koe.pipeline.cache import SegmentCache
 from koe.pipeline.listener import Listener
 from koe.pipeline.speaker import Observer, Speaker
 from koe.pipeline.speech import Speech
@@ -30,6 +31,7 @@ class Synthesizer:
         observer: the metrics.
         lookahead: segments of one turn queued or running at once.
         windowed: streamed segments decode in windows, where the engine can.
+        cache: segments said before, shared by every turn (disabled unless given).
     """
 
     speech: Speech
@@ -38,6 +40,7 @@ class Synthesizer:
     observer: Observer
     lookahead: int = 1
     windowed: bool = False
+    cache: SegmentCache = field(default_factory=lambda: SegmentCache(0))
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
         """Raises ``VoiceError`` or ``ConfigError`` for a bad voice, speed or accent."""
@@ -56,6 +59,7 @@ class Synthesizer:
             segmenter_for(voice.lang),
             lookahead=self.lookahead,
             windowed=windowed,
+            cache=self.cache,
         )
 
     def speaker(self, stream: SegmentStream, transport: str, *, started_at: float | None = None) -> Speaker:
