@@ -29,6 +29,7 @@ from koe.agent.config import HOW_TO_ENABLE
 from koe.agent.events import AgentEvent, SessionOpened, TurnError, to_frames, to_sse
 from koe.agent.pipeline import AgentSession, AgentTurn
 from koe.agent.protocol import Ask, Interrupt, TurnRequest, parse_invocation, parse_message
+from koe.agent.protocol import session_id as session_id_of
 from koe.agent.replay import ReplaySource
 from koe.agent.service import VoiceAgent
 from koe.errors import KoeError, LimitError, OverloadedError
@@ -47,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 #: AgentCore passes the conversation's id in this header.
 AGENTCORE_SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+_HEADER_NAME = f"the {AGENTCORE_SESSION_HEADER} header"
 #: Browser sessions at once; more are refused with 1013.
 MAX_SOCKETS = 64
 #: A socket with no message and no turn for this long is closed (1008).
@@ -96,7 +98,7 @@ class AgentEndpoints:
         """Start a turn and stream its events; errors before the turn are JSON with their HTTP status."""
         limit = _body_limit(self.agent)
         turn_request, session_id = parse_invocation(await read_body(request, limit), max_bytes=limit)
-        session_id = session_id or request.headers.get(AGENTCORE_SESSION_HEADER)
+        session_id = session_id or session_id_of(request.headers.get(AGENTCORE_SESSION_HEADER), _HEADER_NAME)
         named = session_id is not None
         session = await self.agent.named_session(session_id) if session_id else self.agent.open_session()
         turn = await self._start(session, turn_request)
