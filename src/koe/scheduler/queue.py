@@ -90,6 +90,25 @@ class Scheduler:
         """How long the queued work should take to drain: the hint sent with a refusal."""
         return max(MIN_RETRY_AFTER_S, self._queued_cost_s / self.workers)
 
+    def admit(self) -> None:
+        """Admission control for new work (a turn or request), before or without submitting a job.
+
+        Raises:
+            OverloadedError: the queue is full (counted as refused), or the scheduler is closed.
+        """
+        if self._closed:
+            raise OverloadedError(
+                "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
+            )
+        if self._queued >= self.max_queued:
+            self._refused += 1
+            retry = self.retry_after_s()
+            raise OverloadedError(
+                f"synthesis queue is full ({self._queued} jobs waiting, limit {self.max_queued}); "
+                f"retry in {retry:.1f} s",
+                retry_after_s=retry,
+            )
+
     def submit(
         self, work: Callable[[], T], *, deadline: float, cost_s: float, admit: bool = False
     ) -> asyncio.Future[T]:
@@ -107,17 +126,11 @@ class Scheduler:
         Raises:
             OverloadedError: ``admit`` is set and the queue is full, or the scheduler is closed.
         """
-        if self._closed:
+        if admit:
+            self.admit()
+        elif self._closed:
             raise OverloadedError(
                 "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
-            )
-        if admit and self._queued >= self.max_queued:
-            self._refused += 1
-            retry = self.retry_after_s()
-            raise OverloadedError(
-                f"synthesis queue is full ({self._queued} jobs waiting, limit {self.max_queued}); "
-                f"retry in {retry:.1f} s",
-                retry_after_s=retry,
             )
         loop = asyncio.get_running_loop()
         job: _Job[T] = _Job(deadline, next(self._seq), work, cost_s, loop.create_future())
