@@ -45,6 +45,7 @@ class SpeechOptions:
     model_dir: Path | None = None  # a local directory with one .onnx (.pth for torch) and voices
     download: bool = False  # the Hugging Face files `koe install --download` fetched
     voices: tuple[str, ...] = ENGLISH_VOICES
+    required_voices: tuple[str, ...] = (DEFAULT_VOICE,)  # without these loading fails; others are optional
     warmup: bool = True
     langs: tuple[str, ...] = LANGS
 
@@ -52,7 +53,12 @@ class SpeechOptions:
     def from_settings(cls, settings: Settings, **overrides: Any) -> SpeechOptions:
         """The one place settings become engine options (``overrides``: ``warmup``, ``voices``...)."""
         engine = EngineOptions(kind=settings.engine, threads=settings.threads_per_worker)
-        options = cls(engine=engine, model_dir=settings.model_dir, download=settings.download)
+        options = cls(
+            engine=engine,
+            model_dir=settings.model_dir,
+            download=settings.download,
+            required_voices=(settings.default_voice,),
+        )
         return replace(options, **overrides)
 
 
@@ -87,7 +93,7 @@ class Speech:
         source = locate(options.engine.kind, options.model_dir, options.download, list(options.voices))
         engine = load_engine(options.engine, source)
         names = None if options.model_dir is not None else options.voices
-        voices = VoiceBank.load(source.voices_dir, names)
+        voices = VoiceBank.load(source.voices_dir, names, options.required_voices)
         g2p: dict[str, G2P] = {lang: MisakiG2P(british=lang == BRITISH) for lang in options.langs}
         speech = cls(engine, voices, g2p)
         if options.warmup:
