@@ -288,6 +288,7 @@ def _run_agent(args: argparse.Namespace) -> int:
     from koe.agent.remote import RemoteSpeaker, remote_voices
     from koe.agent.routes import create_agent_app
     from koe.agent.service import VoiceAgent
+    from koe.server.origin import origin_middleware
     from koe.server.serve import uvicorn_config
     from koe.settings import Settings
 
@@ -297,7 +298,8 @@ def _run_agent(args: argparse.Namespace) -> int:
     speaker = RemoteSpeaker(args.tts_url, remote_voices(args.tts_url))
     where = f"http://{settings.host}:{settings.port}"
     _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {args.tts_url}")
-    uvicorn.Server(uvicorn_config(create_agent_app(VoiceAgent(speaker, llm)), settings)).run()
+    app = create_agent_app(VoiceAgent(speaker, llm), [origin_middleware(settings)])
+    uvicorn.Server(uvicorn_config(app, settings)).run()
     return 0
 
 

@@ -17,6 +17,7 @@ from starlette.websockets import WebSocket
 from koe.errors import KoeError
 from koe.server import http
 from koe.server.access import HEALTH_PATHS, access_middleware
+from koe.server.origin import origin_middleware
 from koe.server.runtime import Runtime
 from koe.server.session import SOCKET_GONE, Session
 from koe.wire.errors import WS_INTERNAL_ERROR, route_of
@@ -89,7 +90,8 @@ def create_server_app(
         on_close: awaited on shutdown before the scheduler drains.
 
     With ``api_key`` set every other route needs the key; with ``cors_origins`` set, pages of those
-    origins may call the HTTP routes (:mod:`koe.server.access`).
+    origins may call the HTTP routes (:mod:`koe.server.access`). Pages of other sites and foreign Host
+    names are refused first (:mod:`koe.server.origin`).
     """
 
     @asynccontextmanager
@@ -106,7 +108,10 @@ def create_server_app(
         routes=[*routes(), *extra_routes],
         lifespan=lifespan,
         exception_handlers={KoeError: http.koe_error, Exception: http.internal_error},
-        middleware=access_middleware(runtime.settings, HEALTH_PATHS | frozenset(open_paths)),
+        middleware=[
+            origin_middleware(runtime.settings),
+            *access_middleware(runtime.settings, HEALTH_PATHS | frozenset(open_paths)),
+        ],
     )
     app.state.runtime = runtime
     return app
