@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from urllib.parse import urlsplit, urlunsplit
 
 from koe.agent.base import Spoken
@@ -173,6 +174,10 @@ class RemoteSpeaker:
         stream_url(base_url)  # a malformed URL fails at start-up, not on the first turn
         self._base_url = base_url
         self._voices = voices
+
+    def admitted(self, transport: str) -> AbstractContextManager[object]:
+        """Nothing to hold here: the remote server admits each session's WebSocket itself."""
+        return nullcontext()
 
     def voices(self) -> list[str]:
         return list(self._voices)
