@@ -159,6 +159,10 @@ class Session:
             except KoeError as exc:
                 if self._report(exc):
                     return False
+            if self._outbox.unsent_messages:
+                # messages a burst brought are all queued already: let the writer hand the replies to the
+                # socket before counting them as unread
+                await asyncio.sleep(0)
             if self._outbox.unsent_messages > MAX_UNSENT_MESSAGES:
                 self._report(
                     LimitError(
