@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import socket
@@ -117,19 +118,24 @@ async def surrogates(base: str, http: httpx.AsyncClient) -> None:
 
 
 async def error_flood(base: str, http: httpx.AsyncClient) -> None:
-    """Thousands of bad messages from a client that reads none of the errors: the session ends, however
-    deep the socket buffers (loopback's grow to megabytes, so the server may answer them all first): closed
-    with replies_unread once its backlog of unread replies is full, or at its idle timeout."""
-    reader, writer = await _raw_websocket(base)
+    """Thousands of bad messages from a client that reads none of the errors: the server ends the session
+    (replies_unread once its backlog of unread replies is full, or its idle timeout if the socket buffers,
+    megabytes deep on loopback, held every reply) and drops the connection. The client never reads: it
+    finds out when a write of its own is refused."""
+    _, writer = await _raw_websocket(base)
     bad = _client_frame(0x1, json.dumps({"type": "config", "voice": "zz_nobody"}).encode())
-    ends_within = CLOSE_GRACE_S + 3 * _DEADLINE_S + _SLACK_S  # unread replies, idle, stalled send
+    ends_within = CLOSE_GRACE_S + 3 * _DEADLINE_S + _SLACK_S  # unread replies or idle, then a stalled send
+    probe = _client_frame(0x9, b"")  # a ping: answered by the protocol, never seen by the session
     try:
         writer.write(bad * _FLOOD)
         async with asyncio.timeout(ends_within):
-            await writer.drain()  # the server reads until its backlog is full, then stops
-        await _closed_within(reader, ends_within)
+            while True:
+                with contextlib.suppress(TimeoutError):  # the server not reading: our buffer is full
+                    await asyncio.wait_for(writer.drain(), 1.0)
+                await asyncio.sleep(0.5)
+                writer.write(probe)
     except ConnectionError:
-        pass  # aborted by the server while the flood was still going out: what it should do
+        return  # the server dropped the connection: what it should do
     except TimeoutError:
         raise UpstreamError(f"a flooding session was not closed within {ends_within:g} s") from None
     finally:
