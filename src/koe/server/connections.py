@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -30,25 +31,56 @@ from koe.settings import Settings
 logger = logging.getLogger(__name__)
 
 
+class _Timer:
+    """One deadline of a connection: armed (again), cancelled, or expired once."""
+
+    def __init__(self) -> None:
+        self._handle: asyncio.TimerHandle | None = None
+
+    def arm(self, loop: asyncio.AbstractEventLoop, after_s: float, expired: Callable[[], None]) -> None:
+        self.cancel()
+        self._handle = loop.call_later(after_s, self._expire, expired)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    @property
+    def armed(self) -> bool:
+        return self._handle is not None
+
+    def _expire(self, expired: Callable[[], None]) -> None:
+        self._handle = None
+        expired()
+
+
 class _StallDeadline:
-    """Aborts the transport when writing has been paused (its buffer over the high-water mark) too long."""
+    """Aborts the transport when writing has been paused (its buffer over the high-water mark) too long;
+    mixed in before uvicorn's protocol, whose flow control it extends."""
 
     send_timeout_s: float
     transport: asyncio.Transport
     loop: asyncio.AbstractEventLoop
-    _stall: asyncio.TimerHandle | None = None
 
-    def _writing_paused(self) -> None:
-        if self._stall is None:
-            self._stall = self.loop.call_later(self.send_timeout_s, self._stalled)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._stall = _Timer()
+        super().connection_made(transport)  # type: ignore[misc]
 
-    def _writing_resumed(self) -> None:
-        if self._stall is not None:
-            self._stall.cancel()
-            self._stall = None
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stall.cancel()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def pause_writing(self) -> None:
+        super().pause_writing()  # type: ignore[misc]
+        if not self._stall.armed:
+            self._stall.arm(self.loop, self.send_timeout_s, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()  # type: ignore[misc]
+        self._stall.cancel()
 
     def _stalled(self) -> None:
-        self._stall = None
         if not self.transport.is_closing():
             logger.info("aborting a connection whose client read nothing for %.0f s", self.send_timeout_s)
             self.transport.abort()
@@ -58,25 +90,24 @@ class GuardedH11Protocol(_StallDeadline, H11Protocol):
     """uvicorn's h11 protocol with a deadline on each request head and on stalled writes."""
 
     header_timeout_s: float
-    _head: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._head = _Timer()
         super().connection_made(transport)
         self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._head_arrived()
-        self._writing_resumed()
+        self._head.cancel()
         super().connection_lost(exc)
 
     def handle_events(self) -> None:
         cycle = self.cycle
         super().handle_events()
         if self.cycle is not cycle:  # a complete request head arrived
-            self._head_arrived()
+            self._head.cancel()
 
     def handle_websocket_upgrade(self, event: Any) -> None:
-        self._head_arrived()  # the transport passes to the WebSocket protocol
+        self._head.cancel()  # the transport passes to the WebSocket protocol
         super().handle_websocket_upgrade(event)
 
     def on_response_complete(self) -> None:
@@ -84,25 +115,10 @@ class GuardedH11Protocol(_StallDeadline, H11Protocol):
         if not self.transport.is_closing():
             self._await_head()  # the next request's head, if the client sends one
 
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        self._writing_paused()
-
-    def resume_writing(self) -> None:
-        super().resume_writing()
-        self._writing_resumed()
-
     def _await_head(self) -> None:
-        self._head_arrived()
-        self._head = self.loop.call_later(self.header_timeout_s, self._head_late)
-
-    def _head_arrived(self) -> None:
-        if self._head is not None:
-            self._head.cancel()
-            self._head = None
+        self._head.arm(self.loop, self.header_timeout_s, self._head_late)
 
     def _head_late(self) -> None:
-        self._head = None
         if not self.transport.is_closing():
             logger.info(
                 "closing a connection whose request head did not come in %.0f s", self.header_timeout_s
@@ -113,18 +129,6 @@ class GuardedH11Protocol(_StallDeadline, H11Protocol):
 class GuardedWSProtocol(_StallDeadline, WSProtocol):
     """uvicorn's wsproto protocol (its ``send`` waits while the buffer is full, so a session's water marks
     hold) with a deadline on stalled writes and no pongs while the buffer is full."""
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._writing_resumed()
-        super().connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        self._writing_paused()
-
-    def resume_writing(self) -> None:
-        super().resume_writing()
-        self._writing_resumed()
 
     def handle_ping(self, event: events.Ping) -> None:
         if self.writable.is_set():
