@@ -19,7 +19,7 @@ from koe.agent.replay import (
     ReplayPace,
 )
 from koe.errors import ConfigError, ProtocolError
-from koe.wire.fields import number_field, preview, speed_field, voice_field
+from koe.wire.fields import lang_field, number_field, preview, speed_field, voice_field
 from koe.wire.json import parse_object
 
 #: The longest session id a client may choose.
@@ -31,6 +31,7 @@ class Ask:
     prompt: str
     voice: str | None = None
     speed: float = 1.0
+    lang: str | None = None  # None: the voice's language
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class Read:
     pace: ReplayPace
     voice: str | None = None
     speed: float = 1.0
+    lang: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +113,9 @@ def _turn_request(obj: dict[str, Any], *, read: bool) -> TurnRequest:
         raise ConfigError(f"{field} must be a non-empty string", code="invalid_field")
     voice = None if obj.get("voice") is None else voice_field(obj["voice"])
     speed = 1.0 if obj.get("speed") is None else speed_field(obj["speed"])
+    lang = None if obj.get("lang") is None else lang_field(obj["lang"])
     if not read:
-        return Ask(text, voice, speed)
+        return Ask(text, voice, speed, lang)
     pace = ReplayPace(
         tokens_per_s=number_field(
             "tokens_per_s", obj.get("tokens_per_s", DEFAULT_TOKENS_PER_S), MIN_TOKENS_PER_S, MAX_TOKENS_PER_S
@@ -124,4 +127,4 @@ def _turn_request(obj: dict[str, Any], *, read: bool) -> TurnRequest:
             MAX_FIRST_TOKEN_DELAY_S,
         ),
     )
-    return Read(text, pace, voice, speed)
+    return Read(text, pace, voice, speed, lang)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -32,6 +33,9 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "--first-token-delay", type=float, help="simulated LLM first-token delay (default 0.3 s)"
     )
     parser.add_argument("--ttfa-threshold", type=float, help="capacity: most s from first sentence to audio")
+    parser.add_argument(
+        "--only", choices=["languages"], help="one scenario alone (languages: streamed ja/es answers vs en)"
+    )
     parser.set_defaults(handler=_run_bench)
 
 
@@ -57,10 +61,27 @@ def _run_bench(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         ttfa_threshold_s=args.ttfa_threshold,
     )
+    if args.only == "languages":
+        return _run_languages(config)
     results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
     paths = report.write(results, traces, config.out)
     report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
     _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _run_languages(config: Any) -> int:
+    import json
+
+    from koe.bench import languages, report
+
+    results = languages.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
+    config.out.mkdir(parents=True, exist_ok=True)
+    path = config.out / languages.JSON_NAME
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    console = Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
+    report.print_sections([report.Section(*languages.table(results["languages"]))], console)
+    _stderr.print(f"wrote {path}")
     return 0
 
 

@@ -3,7 +3,8 @@
 Policy (docs/text.md has the reasons and examples):
 
 * the first segment of a turn ends at the first sentence end, or at the first clause end (comma,
-  semicolon, colon, dash) once it holds ``first_min_words`` words, so audio starts early without a
+  semicolon, colon, dash) once it holds ``first_min_words`` words (in the language's units: morae in
+  Japanese, characters in Mandarin, :mod:`koe.text.languages`), so audio starts early without a
   clipped "Sure," fragment;
 * later segments end at sentence ends; a sentence shorter than ``merge_below_chars`` is merged with the
   next ones while the whole stays within ``target_chars``;
@@ -20,11 +21,13 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from koe.errors import ConfigError
 from koe.text.boundary import Boundary, Kind, Scanner
-from koe.text.normalize import Alignment, normalize
+from koe.text.languages.base import ENGLISH, TextRules
+from koe.text.normalize import Alignment
 
 #: misaki makes about 1-1.3 phoneme tokens per English character; 390 characters stay within 510 tokens.
 MAX_SEGMENT_CHARS = 390
@@ -37,7 +40,7 @@ _JOINS = re.compile(rf"(?:(?![{_CJK}])[^\W_]|['’]){{2}}")
 #: Passed candidates are dropped from the list once this many have accumulated.
 _COMPACT_CANDIDATES = 256
 #: What a segment never starts with: space, and punctuation left over from the previous sentence's end.
-_LEADING = re.compile(r"[\s”’)\]}»」』）】.!?…。！？｡,;:，；：、]*")
+_LEADING = re.compile(r"[\s”’)\]}»」』）】.!?…。！？｡,;:，；：、।॥]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +108,16 @@ class _Breaks:
     positions: list[int] = field(default_factory=list)
     examined: int = 0  # every position up to here is examined
 
-    def between(self, scanner: Scanner, start: int, end: int) -> list[int]:
-        """The breaks in ``(start, end]``; positions before ``start`` are never asked for again."""
+    def between(
+        self, scanner: Scanner, start: int, end: int, is_break: Callable[[str, int], bool]
+    ) -> list[int]:
+        """The breaks in ``(start, end]`` (``is_break`` looks at a position's two neighbours only, so a
+        position is examined once); positions before ``start`` are never asked for again."""
         del self.positions[: bisect.bisect_right(self.positions, start)]
         self.examined = max(self.examined, start)
         if end > self.examined:
             text = scanner.text(self.examined, end + 1)
-            self.positions += [self.examined + i for i in range(1, len(text)) if _is_word_break(text, i)]
+            self.positions += [self.examined + i for i in range(1, len(text)) if is_break(text, i)]
             self.examined += max(0, len(text) - 1)
         return self.positions[: bisect.bisect_right(self.positions, end)]
 
@@ -147,16 +153,19 @@ class Segmenter:
     """Feeds on a turn's text piece by piece and returns each segment once its end is certain.
 
     Not thread-safe; one per turn stream.  Pure: no I/O, no clock, so cancelling a caller between calls
-    is always safe (:meth:`reset` starts the next turn).
+    is always safe (:meth:`reset` starts the next turn).  ``language``: the text's rules (English by
+    default; :func:`koe.text.languages.segmenter_for` builds a language's segmenter).
     """
 
-    def __init__(self, options: SegmenterOptions | None = None) -> None:
+    def __init__(self, options: SegmenterOptions | None = None, language: TextRules = ENGLISH) -> None:
         self._options = options or SegmenterOptions()
+        self._language = language
+        self._first_min = language.first_min_units(self._options.first_min_words)
         self.reset()
 
     def reset(self) -> None:
         """Forget the current turn and its limit; the next text starts a new turn (offsets from 0)."""
-        self._scanner = Scanner()
+        self._scanner = Scanner(self._language.abbreviations, self._language.inverted_marks)
         self._hint: int | None = None
         self._candidates: list[Boundary] = []
         self._head = 0  # candidates before this index are passed (behind the window's start)
@@ -269,7 +278,7 @@ class Segmenter:
                 return a, progress.merged, progress.merged
             if b.kind >= Kind.HARD:
                 return a, b.end, b.resume
-            enough = self._words(a, b.end) >= opts.first_min_words
+            enough = self._words(a, b.end) >= self._first_min
             if b.kind is Kind.SENTENCE:
                 if window.first or length >= opts.merge_below_chars:
                     return a, b.end, b.resume
@@ -306,8 +315,11 @@ class Segmenter:
         return None if word is None else (a, word, word)
 
     def _words(self, start: int, end: int) -> int:
-        """Words in ``[start, end)``. Counts from one start are kept and extended, so a window's
-        candidates, asked for again on every feed, cost only the text since the last one counted."""
+        """Words (or the language's units) in ``[start, end)``. English counts from one start are kept
+        and extended, so a window's candidates, asked for again on every feed, cost only the text since
+        the last one counted; a language's units are counted afresh, within one segment's length."""
+        if self._language.unit_starts is not None:
+            return len(self._language.unit_starts(self._scanner.text(start, end)))
         counts = self._counts
         if counts.start != start:
             counts = self._counts = _WordCounts(start)
@@ -318,6 +330,12 @@ class Segmenter:
             counts.at[end] = counts.at.get(last, 0) + len(_WORD.findall(self._scanner.text(last, end)))
             counts.last = max(counts.last, end)
         return counts.at[end]
+
+    def _word_starts(self, text: str) -> list[int]:
+        """Where each unit of the first-clause rule starts in ``text``: words, or the language's units."""
+        if self._language.unit_starts is not None:
+            return self._language.unit_starts(text)
+        return [m.start() for m in _WORD.finditer(text)]
 
     def _word_cut(
         self, a: int, limit: int, settled: int, bound: int | None, overflow: int | None
@@ -339,11 +357,11 @@ class Segmenter:
             stop = min(stop, bound)
         known = min(stop, settled - 1)  # the last position whose character is known
         upto = min(known, self._scanner.end - 1)  # ... and is in the text
-        cuts = self._breaks.between(self._scanner, a, upto)
+        cuts = self._breaks.between(self._scanner, a, upto, self._language.word_break or _is_word_break)
         if bound == stop and (not cuts or cuts[-1] != stop):
             cuts.append(stop)
-        word_starts = [a + m.start() for m in _WORD.finditer(self._scanner.text(a, upto + 1))]
-        need = self._options.first_min_words
+        word_starts = [a + start for start in self._word_starts(self._scanner.text(a, upto + 1))]
+        need = self._first_min
         # a cut leaves enough words before it once it comes after the need-th word's start
         first = bisect.bisect_right(cuts, word_starts[need - 1]) if len(word_starts) >= need else len(cuts)
         last_within = bisect.bisect_right(cuts, a + limit) - 1
@@ -359,7 +377,7 @@ class Segmenter:
     def _make(self, start: int, end: int) -> Segment | None:
         """The segment ``[start, end)`` with its spoken form, or None if nothing in it is speakable."""
         text = self._scanner.text(start, end).rstrip()
-        normalized = normalize(text)
+        normalized = self._language.normalize(text)
         if not normalized.spoken:
             return None
         segment = Segment(

@@ -95,10 +95,12 @@ def stream_format_field(value: object) -> AudioFormat:
 
 
 def lang_field(value: object) -> str:
-    if not isinstance(value, str) or len(value) > MAX_LANG_CHARS:
+    if not isinstance(value, str):
+        raise _invalid(f"lang must be a string, a language tag such as en-us; got {preview(value)}")
+    if len(value) > MAX_LANG_CHARS:
         raise _invalid(f"lang must be a language tag such as en-us, got {preview(value)}")
     try:
-        return validate_lang(value.strip().lower().replace("_", "-"))
+        return validate_lang(value)
     except ConfigError as exc:
         raise _invalid(exc.message) from exc
 
