@@ -328,6 +328,7 @@ def _run_agent(args: argparse.Namespace) -> int:
     from koe.agent.service import VoiceAgent
     from koe.client.target import parse_target
     from koe.errors import ConfigError
+    from koe.server.origin import origin_middleware
     from koe.server.serve import uvicorn_config
     from koe.settings import Settings
 
@@ -343,7 +344,8 @@ def _run_agent(args: argparse.Namespace) -> int:
     speaker = RemoteSpeaker(target, remote_voices(target))
     where = f"http://{settings.host}:{settings.port}"
     _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {target.describe()}")
-    uvicorn.Server(uvicorn_config(create_agent_app(VoiceAgent(speaker, llm)), settings)).run()
+    app = create_agent_app(VoiceAgent(speaker, llm), [origin_middleware(settings)])
+    uvicorn.Server(uvicorn_config(app, settings)).run()
     return 0
 
 

@@ -49,6 +49,7 @@ class Settings:
     max_message_chars: int = 16_000
     max_turn_chars: int = 100_000
     max_session_chars: int = 1_000_000
+    max_pending_turns: int = 16  # turns of one session opened and not yet spoken to their end
     idle_timeout_s: float = 300.0
     max_session_s: float = 3600.0
     frame_s: float = MAX_FRAME_S
@@ -59,6 +60,10 @@ class Settings:
     max_request_chars: int = 20_000
     request_max_age_s: float = 60.0
     max_http_requests: int = 32
+    # slow clients (docs/operations.md): a request's head, its body, and any send that cannot progress
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    send_timeout_s: float = 30.0
     # scheduler
     max_queued_jobs: int = 64
     segments_ahead: int = 1  # segments of one turn queued or running at once
@@ -70,7 +75,8 @@ class Settings:
     # access (docs/operations.md): no key means no auth, as on loopback and behind SageMaker's own auth
     api_key: str | None = dataclasses.field(default=None, repr=False)
     allow_unauthenticated: bool = False  # silences the warning for a non-loopback host without a key
-    cors_origins: tuple[str, ...] = ()  # origins whose pages may call the HTTP routes; "*" for any
+    cors_origins: tuple[str, ...] = ()  # origins whose pages may call the routes and open WebSockets; "*" any
+    allowed_hosts: tuple[str, ...] = ()  # Host names besides loopback (DNS rebinding check); "*" for any
     # OpenAI's voice names → Kokoro voices, over koe's defaults: "alloy=af_bella,nova=bf_emma" (docs/api.md)
     openai_voices: tuple[str, ...] = ()
 
@@ -83,6 +89,7 @@ class Settings:
             "max_message_chars",
             "max_turn_chars",
             "max_session_chars",
+            "max_pending_turns",
             "max_body_bytes",
             "max_request_chars",
             "max_http_requests",
@@ -98,6 +105,9 @@ class Settings:
             "audio_low_water_s",
             "request_max_age_s",
             "shutdown_grace_s",
+            "header_timeout_s",
+            "body_timeout_s",
+            "send_timeout_s",
         ):
             value = getattr(self, name)
             _require(name, math.isfinite(value) and value > 0, "a finite number > 0")

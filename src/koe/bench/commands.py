@@ -91,6 +91,9 @@ def register_soak(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     )
     parser.add_argument("--minutes", type=float, default=10.0, help="how long the clients run (default 10)")
     parser.add_argument("--clients", type=int, default=3, help="concurrent clients (default 3)")
+    parser.add_argument(
+        "--hostile", type=int, default=0, help="concurrent hostile clients besides them (default 0)"
+    )
     parser.add_argument("--url", help="a running koe server (default: start `koe serve` as a subprocess)")
     parser.add_argument("--pid", type=int, help="the process id of the server at --url, for its memory")
     parser.add_argument("-o", "--out", type=Path, help="also write the report as JSON here")
@@ -101,14 +104,30 @@ def _run_soak(args: argparse.Namespace) -> int:
     import asyncio
     from contextlib import nullcontext
 
+    from koe.bench.hostile import SERVER_ENV
     from koe.bench.soak import rss_bytes, server_process, soak
 
     if (args.url is None) != (args.pid is None):
         raise KoeError("--url and --pid go together (the server's memory is read from its pid)")
-    with server_process() if args.url is None else nullcontext((args.url, args.pid)) as (url, pid):
-        _stderr.print(f"soaking {url} (pid {pid}) for {args.minutes:g} min with {args.clients} clients")
-        report = asyncio.run(soak(url, args.minutes * 60, lambda: rss_bytes(pid), clients=args.clients))
+    # hostile clients are paced for short deadlines: a server started here gets them (one at --url must
+    # have been started with them)
+    env = SERVER_ENV if args.hostile else {}
+    with server_process(env) if args.url is None else nullcontext((args.url, args.pid)) as (url, pid):
+        _stderr.print(
+            f"soaking {url} (pid {pid}) for {args.minutes:g} min with {args.clients} clients and "
+            f"{args.hostile} hostile ones"
+        )
+        report = asyncio.run(
+            soak(
+                url,
+                args.minutes * 60,
+                lambda: rss_bytes(pid),
+                clients=args.clients,
+                hostile=args.hostile,
+                server_env=env,
+            )
+        )
     print(report.summary())
     if args.out is not None:
         args.out.write_text(report.to_json())
-    return 0 if not report.server_errors and not report.client_failures else 1
+    return 0 if report.passed else 1

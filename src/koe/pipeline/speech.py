@@ -57,6 +57,7 @@ class SpeechOptions:
     model_dir: Path | None = None  # a local directory with one .onnx (.pth for torch) and voices
     download: bool = False  # the Hugging Face files `koe install --download` fetched
     voices: tuple[str, ...] = VOICES
+    required_voices: tuple[str, ...] = (DEFAULT_VOICE,)  # without these loading fails; others are optional
     warmup: bool = True
     langs: tuple[str, ...] = (AMERICAN,)
 
@@ -64,7 +65,12 @@ class SpeechOptions:
     def from_settings(cls, settings: Settings, **overrides: Any) -> SpeechOptions:
         """The one place settings become engine options (``overrides``: ``warmup``, ``voices``...)."""
         engine = EngineOptions(kind=settings.engine, threads=settings.threads_per_worker)
-        options = cls(engine=engine, model_dir=settings.model_dir, download=settings.download)
+        options = cls(
+            engine=engine,
+            model_dir=settings.model_dir,
+            download=settings.download,
+            required_voices=(settings.default_voice,),
+        )
         return replace(options, **overrides)
 
 
@@ -116,7 +122,7 @@ class Speech:
             engine = load_engine(options.engine, source)
             engine_s = time.perf_counter() - started
             names = None if options.model_dir is not None else options.voices
-            voices = VoiceBank.load(source.voices_dir, names)
+            voices = VoiceBank.load(source.voices_dir, names, options.required_voices)
             g2p_s = building.result()
         speech = cls(engine, voices, g2p, _identity(options, source))
         if options.warmup:

@@ -46,6 +46,9 @@ _WORD = re.compile(r"\S*\s*")
 MIN_HINT_CHARS = 40
 #: The buffered text is compacted once this much of it has been fed (keeps appends O(1) amortized).
 _COMPACT_AT_CHARS = 4096
+#: Text fed to the segmenter in one go before the event loop gets a turn: segmenting runs on the loop,
+#: and a long text with nothing to cut in it (a code block, a page of symbols) must not hold it.
+FEED_SLICE_CHARS = 1000
 
 
 def own_chars(english_chars: int, weight: float) -> int:
@@ -114,9 +117,16 @@ class SegmentStream:
         self._finishing = False
         self._flushed = False
         self._admitted = False
+        self._sliced = False  # the segmenter stopped at FEED_SLICE_CHARS with text still to feed
         self._changed = asyncio.Event()
         #: monotonic time the first segment was cut: where time-to-first-audio starts
         self.first_cut_at: float | None = None
+
+    @property
+    def working(self) -> bool:
+        """Whether the listener is waiting on synthesis: segments cut, queued or running, or text still
+        being segmented; not when the turn waits for more text."""
+        return bool(self._in_flight or self._cut) or self._sliced
 
     def add(self, text: str) -> None:
         """More text of the turn (any size, any split)."""
@@ -131,7 +141,11 @@ class SegmentStream:
         self._changed.set()
 
     def start(self) -> None:
-        """Submit what can be submitted now, so that a refusal (``OverloadedError``) is raised here."""
+        """Pass admission control now (``OverloadedError`` when refused) and submit what can be submitted,
+        so that a refusal comes before anything is sent, however long the text takes to segment."""
+        if not self._admitted:
+            self._scheduler.admit()
+            self._admitted = True
         self._fill()
 
     async def next(self) -> Part | None:
@@ -152,6 +166,10 @@ class SegmentStream:
                     raise head.error
             elif self._flushed and not self._cut:
                 return None
+            if self._sliced:  # more text to segment: let the event loop run other work first
+                self._sliced = False
+                await asyncio.sleep(0)
+                continue
             self._changed.clear()
             await self._changed.wait()
 
@@ -245,7 +263,7 @@ class SegmentStream:
     def _replay(self, segment: Segment, hit: CachedSegment) -> None:
         """A cached segment: ready now, with its words pointed at this turn's text as a synthesis's are."""
         if not self._admitted:  # the turn is admitted (or refused) as if its first job were queued
-            self._scheduler.check_admission()
+            self._scheduler.admit()
             self._admitted = True
         part = Part(segment, hit.audio.copy(), 0.0, written_words(segment, hit.timings), cached=True)
         item = _InFlight(None, self.listener.track(part.audio.size / SAMPLE_RATE), threading.Event())
@@ -267,7 +285,11 @@ class SegmentStream:
                     MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
                 )
                 self._segmenter.set_next_limit(own_chars(hint, self._weight))
+            slice_end = self._fed + FEED_SLICE_CHARS
             while not self._cut and self._fed < len(self._buffer):
+                if self._fed >= slice_end:
+                    self._sliced = True
+                    return None
                 word = _WORD.match(self._buffer, self._fed)
                 assert word is not None  # the pattern matches at least one character before the end
                 self._fed = word.end()

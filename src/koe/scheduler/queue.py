@@ -90,6 +90,25 @@ class Scheduler:
         """How long the queued work should take to drain: the hint sent with a refusal."""
         return max(MIN_RETRY_AFTER_S, self._queued_cost_s / self.workers)
 
+    def admit(self) -> None:
+        """Admission control for new work (a turn or request), before or without submitting a job.
+
+        Raises:
+            OverloadedError: the queue is full (counted as refused), or the scheduler is closed.
+        """
+        if self._closed:
+            raise OverloadedError(
+                "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
+            )
+        if self._queued >= self.max_queued:
+            self._refused += 1
+            retry = self.retry_after_s()
+            raise OverloadedError(
+                f"synthesis queue is full ({self._queued} jobs waiting, limit {self.max_queued}); "
+                f"retry in {retry:.1f} s",
+                retry_after_s=retry,
+            )
+
     def submit(
         self, work: Callable[[], T], *, deadline: float, cost_s: float, admit: bool = False
     ) -> asyncio.Future[T]:
@@ -108,7 +127,7 @@ class Scheduler:
             OverloadedError: ``admit`` is set and the queue is full, or the scheduler is closed.
         """
         if admit:
-            self.check_admission()
+            self.admit()
         elif self._closed:
             raise OverloadedError(
                 "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
@@ -121,25 +140,6 @@ class Scheduler:
         job.future.add_done_callback(lambda _: self._forget(job))
         self._dispatch()
         return job.future
-
-    def check_admission(self) -> None:
-        """What :meth:`submit` with ``admit`` checks, for new work that needs no job (a cached segment).
-
-        Raises:
-            OverloadedError: the queue is full (counted as refused), or the scheduler is closed.
-        """
-        if self._closed:
-            raise OverloadedError(
-                "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
-            )
-        if self._queued >= self.max_queued:
-            self._refused += 1
-            retry = self.retry_after_s()
-            raise OverloadedError(
-                f"synthesis queue is full ({self._queued} jobs waiting, limit {self.max_queued}); "
-                f"retry in {retry:.1f} s",
-                retry_after_s=retry,
-            )
 
     def _forget(self, job: _Job[Any]) -> None:
         """A queued job's caller cancelled it: stop counting it now, drop it from the heap lazily."""

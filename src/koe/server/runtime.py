@@ -58,6 +58,15 @@ class Runtime:
     def ready(self) -> bool:
         return self._synthesizer is not None and not self._closing
 
+    @property
+    def status(self) -> str:
+        """``ready``, ``loading``, ``failed`` (loading failed: :attr:`load_error` says so) or ``stopping``."""
+        if self._closing:
+            return "stopping"
+        if self._synthesizer is not None:
+            return "ready"
+        return "failed" if self.load_error is not None else "loading"
+
     def start(self) -> None:
         """Begin loading in the background (returns at once)."""
         self._loading = asyncio.create_task(self._load(), name="koe-load")
@@ -67,7 +76,8 @@ class Runtime:
             self._synthesizer = await asyncio.to_thread(self._load_blocking)
         except Exception as exc:  # a broken install must show in the log and in /ping, not kill the server
             logger.exception("loading the model failed; /ping stays 503")
-            self.load_error = f"{type(exc).__name__}: {exc}"
+            # what clients are told: the kind of failure only (the message holds paths; the log has it)
+            self.load_error = f"loading the model failed ({type(exc).__name__}); the server's log says why"
             return
         if self._openers and not self._closing:
             self._precaching = asyncio.create_task(self._precache(self._synthesizer), name="koe-precache")
@@ -114,7 +124,9 @@ class Runtime:
             )
         if self._synthesizer is None:
             raise OverloadedError(
-                "the model is still loading", code="not_ready", retry_after_s=MIN_RETRY_AFTER_S
+                self.load_error or "the model is still loading",
+                code="not_ready",
+                retry_after_s=MIN_RETRY_AFTER_S,
             )
         return self._synthesizer
 
