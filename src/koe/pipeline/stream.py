@@ -25,6 +25,7 @@ from koe.pipeline.job import Part, SegmentJob
 from koe.pipeline.listener import Listener, Progress
 from koe.pipeline.speech import Speech
 from koe.pipeline.voice import Voice
+from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.text.segment import Segment, Segmenter
@@ -64,6 +65,7 @@ class SegmentStream:
         segmenter: a fresh segmenter for this turn.
         lookahead: segments queued or running at once.
         windowed: each segment a chain of one-window jobs, its audio in parts.
+        batch: whole segments go to this batch group (:mod:`koe.pipeline.batch`) instead of one job each.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class SegmentStream:
         *,
         lookahead: int,
         windowed: bool = False,
+        batch: BatchGroup[SegmentJob, Part] | None = None,
     ) -> None:
         self._speech = speech
         self._scheduler = scheduler
@@ -86,6 +89,7 @@ class SegmentStream:
         self._segmenter = segmenter
         self._lookahead = lookahead
         self._windowed = windowed
+        self._batch = None if windowed else batch
         self._buffer = ""
         self._fed = 0
         self._cut: deque[Segment] = deque()
@@ -196,13 +200,12 @@ class SegmentStream:
                 windowed=self._windowed,
                 buffered_s=self.listener.buffered_s if self._windowed else None,
             )
+            due = {"deadline": self.listener.deadline(progress), "cost_s": self._cost.synthesis_s(estimate)}
             try:
-                first = self._scheduler.submit(
-                    job.step,
-                    deadline=self.listener.deadline(progress),
-                    cost_s=self._cost.synthesis_s(estimate),
-                    admit=not self._admitted,
-                )
+                if self._batch is not None:  # whole segments share engine calls with other sessions'
+                    first = self._scheduler.submit_batched(job, self._batch, **due, admit=not self._admitted)
+                else:
+                    first = self._scheduler.submit(job.step, **due, admit=not self._admitted)
             except BaseException:
                 self.listener.forget(progress)
                 raise

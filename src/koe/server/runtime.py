@@ -13,8 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from koe.errors import OverloadedError
+from koe.pipeline.batch import segment_batches
+from koe.pipeline.job import Part, SegmentJob
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe.pipeline.synthesizer import Synthesizer
+from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
@@ -34,8 +37,13 @@ class Runtime:
 
     def __init__(self, settings: Settings, speech: Speech | None = None) -> None:
         self.settings = settings
-        self.scheduler = Scheduler(settings.workers, settings.max_queued_jobs)
         self.metrics = Metrics(lambda: self.scheduler.stats)
+        self.scheduler = Scheduler(
+            settings.workers,
+            settings.max_queued_jobs,
+            batch_window_s=settings.batch_window_s,
+            observer=self.metrics,
+        )
         self._given = speech
         self._synthesizer: Synthesizer | None = None
         self.load_error: str | None = None
@@ -74,7 +82,19 @@ class Runtime:
             self.metrics,
             lookahead=self.settings.segments_ahead,
             windowed=self.settings.windowed,
+            batch=self._batches(speech),
         )
+
+    def _batches(self, speech: Speech) -> BatchGroup[SegmentJob, Part] | None:
+        """Shared engine calls where the engine shares passes and the settings allow more than one."""
+        size = min(self.settings.batch_max_segments, speech.engine.capabilities.max_batch)
+        if size <= 1:
+            return None
+        logger.info(
+            "whole segments share %s engine calls: up to %d per call, waiting at most %.0f ms for more",
+            speech.engine.name, size, self.settings.batch_window_s * 1000,
+        )  # fmt: skip
+        return segment_batches(speech.engine, size)
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice

@@ -1,0 +1,109 @@
+"""The PyTorch engine with the weights derived from the int8 model, on CPU: the same model as the ONNX
+engine, stage by stage and to the ear, alone or in a batch; spoken by ``koe say`` with ``KOE_ENGINE=torch``.
+
+Tolerances are ``koe.engine.kmodel.parity.TOLERANCES`` (docs/engine.md, "PyTorch engine", gives the
+measured values). One short sentence per check: each costs seconds of CPU.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from koe.engine.assets import packaged_model_bytes
+from koe.engine.base import SynthesisRequest
+from koe.engine.quality import compare
+from koe.engine.timing import SegmentTiming
+from koe.pipeline.speech import Speech
+from support import Transcriber, word_error_rate
+
+pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
+pytest.importorskip("kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4")
+
+from koe.engine.kmodel.checkpoint import DEQUANTIZED
+from koe.engine.kmodel.parity import compare_stages, exceeded
+from koe.engine.onnx.taps import Taps
+
+#: Not used to tune anything: read back by ASR from both engines.
+HELD_OUT = (
+    "The train to Boston leaves at nine fifteen from platform four.",
+    "Could you send the report to the whole team by Thursday?",
+)
+#: Batched against alone: a batch at a few lengths, voices and speeds must not change any member.
+BATCH_TEXTS = (("Hold on.", "af_heart", 1.0), ("My sister bought a green umbrella.", "am_michael", 1.1),
+               ("It rained all day.", "bf_emma", 0.9))  # fmt: skip
+#: Log-mel distance and level below which two takes are the same to the ear (the model's own take-to-take
+#: variation is ~3 dB; float reordering in a batch measured 0.03-0.05 dB).
+SAME_TAKE_DB = 0.25
+
+
+def _request(speech: Speech, text: str, voice: str, speed: float = 1.0) -> SynthesisRequest:
+    (phonemes,) = speech.phonemize(text)
+    return SynthesisRequest(phonemes, speech.voices.resolve(voice), speed)
+
+
+def test_the_engine_says_which_weights_it_runs(torch_speech: Speech) -> None:
+    assert torch_speech.engine.name == "torch"
+    assert torch_speech.engine.weights == DEQUANTIZED  # type: ignore[attr-defined]
+
+
+def test_derived_weights_match_the_int8_graph_stage_by_stage(torch_speech: Speech) -> None:
+    request = _request(torch_speech, "Please call Stella and ask her to bring these things.", "af_heart")
+    errors = compare_stages(torch_speech.engine._model, Taps(packaged_model_bytes(), threads=2), request)  # type: ignore[attr-defined]
+    assert exceeded(errors) == [], errors
+    assert errors.aligned_text > 0  # the two are compared, not the same tensors twice
+
+
+def test_a_segment_sounds_the_same_alone_and_in_a_batch(torch_speech: Speech) -> None:
+    engine = torch_speech.engine
+    requests = [_request(torch_speech, text, voice, speed) for text, voice, speed in BATCH_TEXTS]
+    batched = engine.synthesize_batch(requests)
+    assert len({u.audio.size for u in batched}) == len(requests)  # different lengths share the pass
+    for request, together in zip(requests, batched, strict=True):
+        (alone,) = engine.synthesize_batch([request])
+        assert alone.timing is not None and together.timing is not None
+        assert np.array_equal(alone.timing.durations, together.timing.durations)
+        difference = compare(together.audio, alone.audio)
+        assert difference.distance_db < SAME_TAKE_DB and abs(difference.level_db) < SAME_TAKE_DB
+
+
+def test_held_out_sentences_read_back_as_well_as_from_the_onnx_engine(
+    speech: Speech, torch_speech: Speech, transcribe: Transcriber
+) -> None:
+    errors: dict[str, list[float]] = {"onnx": [], "torch": []}
+    for text in HELD_OUT:
+        errors["onnx"].append(word_error_rate(text, transcribe(speech.synthesize(text))))
+        errors["torch"].append(word_error_rate(text, transcribe(torch_speech.synthesize(text))))
+    assert np.mean(errors["torch"]) <= np.mean(errors["onnx"]), errors
+
+
+def test_a_stream_times_its_words_before_its_audio(torch_speech: Speech) -> None:
+    stream = torch_speech.engine.stream(_request(torch_speech, "Good morning.", "af_heart"))
+    timing, chunk = next(stream), next(stream)
+    assert isinstance(timing, SegmentTiming)
+    assert timing.samples == chunk.audio.size  # type: ignore[union-attr]
+    assert stream.done
+
+
+@pytest.mark.slow
+def test_koe_say_speaks_with_the_torch_engine(
+    torch_speech: Speech, transcribe: Transcriber, tmp_path: Path
+) -> None:
+    """``KOE_ENGINE=torch koe say`` in its own process, with the derived weights ``torch_speech`` cached."""
+    text = "Turn left at the next corner."
+    env = {**os.environ, "KOE_ENGINE": "torch", "KOE_DEVICE": "cpu", "KOE_THREADS_PER_WORKER": "2"}
+    done = subprocess.run(
+        [sys.executable, "-m", "koe.cli", "say", text, "-f", "wav"],
+        env=env, capture_output=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    audio, rate = soundfile.read(io.BytesIO(done.stdout), dtype="float32")
+    assert rate == 24_000 and audio.size > rate
+    assert word_error_rate(text, transcribe(audio)) == 0
