@@ -6,21 +6,15 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 
 from koe.audio.pcm import to_pcm16
-from live_server import ServerFactory
+from live_checks import metric
+from live_server import LiveServer, ServerFactory
 from support.fake import FAIL_WORD, FakeEngine, fake_speech
 from ws_events import WAIT_S, Event, audio, messages, of_type, run, send, until
 
 TEXTS = ("Alpha one.", f"Bravo {FAIL_WORD} two.", "Charlie three.", "Delta four.")
-
-
-def _metric(base_url: str, name: str) -> float:
-    text = httpx.get(base_url + "/metrics").text
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
 
 
 async def _turn(url: str, text: str) -> list[Event]:
@@ -30,10 +24,10 @@ async def _turn(url: str, text: str) -> list[Event]:
         return await until(ws, of_type("flushed"))
 
 
-async def _queued(base_url: str, jobs: int) -> None:
+async def _queued(live: LiveServer, jobs: int) -> None:
     """Until ``jobs`` jobs wait in the server's queue (read from /metrics, as an operator would)."""
     async with asyncio.timeout(WAIT_S):
-        while await asyncio.to_thread(_metric, base_url, "koe_queue_depth") < jobs:  # noqa: ASYNC110
+        while await asyncio.to_thread(metric, live, "koe_queue_depth") < jobs:  # noqa: ASYNC110
             await asyncio.sleep(0.02)
 
 
@@ -52,13 +46,13 @@ def test_sessions_share_calls_and_a_failing_segment_fails_alone(serve_fake: Serv
             while not engine.batches:  # noqa: ASYNC110 - the fake engine's record, set from its thread
                 await asyncio.sleep(0.01)
             others = [asyncio.create_task(_turn(live.ws_url, text)) for text in TEXTS[1:]]
-            await _queued(live.http_url, 3)  # prepared, waiting for the engine: they board one call
+            await _queued(live, 3)  # prepared, waiting for the engine: they board one call
             gate.set()
             return await asyncio.gather(first, *others)
 
         turns = run(main)
-        calls = _metric(live.http_url, "koe_batch_size_count")
-        segments = _metric(live.http_url, "koe_batch_size_sum")
+        calls = metric(live, "koe_batch_size_count")
+        segments = metric(live, "koe_batch_size_sum")
     assert engine.batches[:2] == [1, 3]  # A alone, then B, C, D in one call
     assert sorted(engine.batches[2:]) == [1, 1, 1]  # that call failed: each retried alone
     assert (calls, segments) == (2, 4)  # A's call, and B-C-D's (its retries ran inside it)
