@@ -3,7 +3,7 @@
 Run: ``python benchmarks/torch_parity.py [--json docs/benchmarks/torch_parity.json]`` (after
 ``koe install --engine torch --weights derived``). On the CPU, 2 threads:
 
-- stage by stage (:func:`koe.engine.kmodel.parity.compare_stages`): every voice × sentence × speed below;
+- stage by stage (:func:`koe.conversion.parity.compare_stages`): every voice × sentence × speed below;
 - ASR (faster-whisper tiny.en): the held-out sentences spoken by each engine, word error rate;
 - batching: the sentences in one ``synthesize_batch`` against each alone (log-mel distance, level), and
   the wall time of both ways (CPU: batching is for GPUs, here it only shows the cost of padding).
@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from koe.conversion.install import install
+from koe.conversion.parity import TOLERANCES, compare_stages, exceeded
+from koe.conversion.taps import Taps
 from koe.engine.assets import packaged_model_bytes
 from koe.engine.base import SynthesisRequest
-from koe.engine.kmodel.checkpoint import install
-from koe.engine.kmodel.parity import TOLERANCES, compare_stages, exceeded
-from koe.engine.onnx.taps import Taps
 from koe.engine.quality import compare
 from koe.engine.registry import EngineOptions
 from koe.engine.torch import TorchEngine, TorchOptions

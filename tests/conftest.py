@@ -32,7 +32,7 @@ def torch_speech(speech: Speech) -> Speech:
     once, then reused), behind the shared ``speech``'s voices and G2P."""
     pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
     pytest.importorskip("kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4")
-    from koe.engine.kmodel.checkpoint import install
+    from koe.conversion.install import install
     from koe.engine.torch import TorchEngine, TorchOptions
 
     engine = TorchEngine.load(install("derived"), TorchOptions(device="cpu", max_batch=4, threads=2))

@@ -127,7 +127,10 @@ def _run_say(args: argparse.Namespace) -> int:
     else:
         args.output.write_bytes(data)
     seconds = len(audio) / speech.sample_rate
-    _stderr.print(f"{seconds:.2f} s of audio in {elapsed:.2f} s (RTF {elapsed / max(seconds, 1e-9):.2f})")
+    _stderr.print(
+        f"{seconds:.2f} s of audio in {elapsed:.2f} s (RTF {elapsed / max(seconds, 1e-9):.2f}), "
+        f"{speech.engine.description}"
+    )
     return 0
 
 
@@ -197,7 +200,7 @@ def _fetch_remote(engine: str, *, download: bool, weights: str = "auto") -> None
         with _status("fetching the fp32 model and voices from Hugging Face…"):
             download_from_hugging_face(hugging_face_dir(), list(ENGLISH_VOICES), model=engine == "onnx")
     if engine == "torch":
-        from koe.engine.kmodel.checkpoint import install
+        from koe.conversion.install import install
 
         with _status("installing the PyTorch weights (official if reachable, else derived from int8)…"):
             installed = install(weights)
@@ -229,6 +232,7 @@ def _run_doctor(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     speech = load_speech(args, warmup=False)
     table.add_row("load (model, voices, G2P; hashes verified)", f"{time.perf_counter() - started:.2f} s")
+    table.add_row("engine", speech.engine.description)
     table.add_row("voices", str(len(speech.voices.names())))
     sentence = "The quick brown fox jumps over the lazy dog."
     table.add_row("G2P", " ".join(speech.phonemize(sentence)))

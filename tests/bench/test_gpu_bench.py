@@ -33,7 +33,7 @@ def test_the_ladder_runs_on_cpu_in_both_modes_and_writes_its_results(
     assert unbatched["levels"][0]["calls"]["calls"] == 0  # one job per segment: no shared calls
     assert [row["batch"] for row in report["engine"]] == [1, 2]
     assert all(row["audio_per_wall_s"] > 0 for row in report["engine"])
-    assert report["machine"]["weights"] == "dequantized int8" and report["machine"]["device"] == "cpu"
+    assert report["machine"]["engine"] == "torch on cpu (dequantized int8 weights)"
     paths = write(report, tmp_path)
     assert json.loads(paths["json"].read_text())["plot"] == "bench-torch-cpu.png"
     assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -21,12 +21,12 @@ pytest.importorskip(
     "kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4 (see docs/deploy.md)"
 )
 
+from koe.conversion.install import download_official  # noqa: E402
 from koe.engine.kmodel.checkpoint import (  # noqa: E402 - only importable once torch and kokoro are present
     COMPONENTS,
     LOCAL,
     Weights,
     build_model,
-    download_official,
     load_checkpoint,
     verify_file,
 )

@@ -1,7 +1,7 @@
 """The PyTorch engine with the weights derived from the int8 model, on CPU: the same model as the ONNX
 engine, stage by stage and to the ear, alone or in a batch; spoken by ``koe say`` with ``KOE_ENGINE=torch``.
 
-Tolerances are ``koe.engine.kmodel.parity.TOLERANCES`` (docs/engine.md, "PyTorch engine", gives the
+Tolerances are ``koe.conversion.parity.TOLERANCES`` (docs/engine.md, "PyTorch engine", gives the
 measured values). One short sentence per check: each costs seconds of CPU.
 """
 
@@ -27,9 +27,9 @@ from support import Transcriber, word_error_rate
 pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
 pytest.importorskip("kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4")
 
+from koe.conversion.parity import compare_stages, exceeded
+from koe.conversion.taps import Taps
 from koe.engine.kmodel.checkpoint import DEQUANTIZED
-from koe.engine.kmodel.parity import compare_stages, exceeded
-from koe.engine.onnx.taps import Taps
 
 #: Not used to tune anything: read back by ASR from both engines.
 HELD_OUT = (
@@ -50,8 +50,8 @@ def _request(speech: Speech, text: str, voice: str, speed: float = 1.0) -> Synth
 
 
 def test_the_engine_says_which_weights_it_runs(torch_speech: Speech) -> None:
-    assert torch_speech.engine.name == "torch"
     assert torch_speech.engine.weights == DEQUANTIZED  # type: ignore[attr-defined]
+    assert torch_speech.engine.description == f"torch on cpu ({DEQUANTIZED} weights)"
 
 
 def test_derived_weights_match_the_int8_graph_stage_by_stage(torch_speech: Speech) -> None:

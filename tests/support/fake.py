@@ -94,6 +94,7 @@ class FakeEngine:
         ``max_batch`` > 1 makes it an engine that shares passes (segments then share calls)."""
         self.capabilities = Capabilities(word_timings=True, windowed=windowed, max_batch=max_batch)
         self.batches: list[int] = []  # requests per synthesize_batch call
+        self.description = "fake (scripted tones)"
         self.delay_s = delay_s
         self.gate = gate
         self.gate_after = gate_after

@@ -106,7 +106,7 @@ def run(config: GpuBenchConfig, speech: Speech, settings: Settings, command: str
         "command": command,
         "quick": config.quick,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": _machine(speech),
+        "machine": _machine(config, speech),
         "config": {
             "threshold_s": config.threshold_s,
             "ladder": list(config.ladder),
@@ -212,7 +212,7 @@ def _device_memory() -> Iterator[dict[str, float | None]]:
         found.update({f"rss_{key}": value for key, value in rss_mb().items()})
 
 
-def _machine(speech: Speech) -> dict[str, Any]:
+def _machine(config: GpuBenchConfig, speech: Speech) -> dict[str, Any]:
     import os
 
     import torch
@@ -223,10 +223,10 @@ def _machine(speech: Speech) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "device": str(getattr(speech.engine, "device", "?")),
+        "device": config.device,
+        "engine": speech.engine.description,
         "gpu": torch.cuda.get_device_name(0) if cuda else None,
         "gpu_memory_mb": torch.cuda.get_device_properties(0).total_memory / _BYTES_PER_MB if cuda else None,
-        "weights": getattr(speech.engine, "weights", None),
     }
 
 
@@ -261,6 +261,5 @@ def _plot(report: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     machine = report["machine"]
-    fig.suptitle(f"koe torch engine on {machine['gpu'] or machine['device']} ({machine['weights']} weights)",
-                 fontsize=10)  # fmt: skip
+    fig.suptitle(f"koe: {machine['engine']}, {machine['gpu'] or machine['platform']}", fontsize=10)
     fig.savefig(path, dpi=110)

@@ -99,6 +99,8 @@ class Engine(Protocol):
     name: str
     sample_rate: int
     capabilities: Capabilities
+    #: what runs, for logs and reports: the backend, its device and which weights ("dequantized int8"...)
+    description: str
 
     def synthesize(self, request: SynthesisRequest) -> Audio:
         """Synthesize one utterance. Raises ``SynthesisError`` for phonemes the model cannot take."""

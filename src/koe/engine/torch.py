@@ -109,6 +109,7 @@ class TorchEngine:
         self._model = model.to(self.device).eval()
         self._lock = threading.Lock()
         self.capabilities = Capabilities(word_timings=True, max_batch=self._max_batch)
+        self.description = f"torch on {self.device} ({weights} weights)"
         logger.info(
             "torch engine on %s (%s weights), passes of up to %d", self.device, weights, self._max_batch
         )

@@ -74,7 +74,9 @@ class Runtime:
                 "windowed decoding: the %s engine cannot window; segments decode whole", speech.engine.name
             )
         cost = self._warm_up(speech) if self.settings.warmup else SegmentCost()
-        logger.info("ready in %.1f s: %s", time.perf_counter() - started, cost)
+        logger.info(
+            "ready in %.1f s (%s): %s", time.perf_counter() - started, speech.engine.description, cost
+        )
         return Synthesizer(
             speech,
             self.scheduler,

@@ -4,8 +4,11 @@ Two sources, in this order of preference:
 
 * **official**: hexgrad's ``kokoro-v1_0.pth`` from Hugging Face (needs internet), sha256-pinned;
 * **dequantized int8**: derived offline from the int8 ONNX export that ``koe install`` already verifies
-  (:mod:`koe.engine.kmodel.derive`), saved in koe's cache and pinned by a digest of its tensors (name,
-  dtype, shape and bytes of every parameter, so the pin does not depend on torch's file format).
+  (:mod:`koe.conversion`), saved in koe's cache and pinned by a digest of its tensors (name, dtype,
+  shape and bytes of every parameter, so the pin does not depend on torch's file format).
+
+Getting them there is ``koe install --engine torch`` (:mod:`koe.conversion.install`); this module finds,
+verifies and loads what is there.
 
 Either is loaded strictly with ``weights_only=True``: a checkpoint that lacks a parameter, has one of the
 wrong shape, or pickles objects is refused (upstream falls back to ``strict=False`` and would run with
@@ -27,9 +30,9 @@ from pathlib import Path
 import torch
 from kokoro.model import KModel
 
-from koe.engine.assets import cache_dir, packaged_model_bytes
+from koe.engine.assets import cache_dir
 from koe.engine.vocab import kokoro_config
-from koe.errors import AssetError, ConfigError
+from koe.errors import AssetError
 
 logger = logging.getLogger(__name__)
 
@@ -153,29 +156,6 @@ def save_checkpoint(state: Mapping[str, torch.Tensor], path: Path) -> Path:
     return path
 
 
-def derive_weights(target: Path | None = None, *, model_bytes: bytes | None = None) -> Weights:
-    """Derive the KModel weights from the pinned int8 export (offline), check their digest, cache them.
-
-    Raises:
-        AssetError: the export is missing or not the pinned one, or the derived tensors do not match the
-            pinned digest (a derivation change, or another numpy doing the arithmetic differently).
-    """
-    from koe.engine.kmodel.derive import derive_state
-
-    target = target or derived_path()
-    model = build_model()
-    modules = {name for name, _ in model.named_modules() if name}
-    derived = derive_state(model_bytes or packaged_model_bytes(), model.state_dict(), modules)
-    digest = state_digest(derived.state)
-    if digest != DERIVED_DIGEST:
-        raise AssetError(
-            f"weights derived from the int8 export have digest {digest}, expected the pinned {DERIVED_DIGEST}"
-        )
-    logger.info("derived %d parameters from the int8 export (%d set to no-ops)", len(derived.state),
-                len(derived.filled))  # fmt: skip
-    return Weights(save_checkpoint(derived.state, target), DEQUANTIZED)
-
-
 def verify_derived(model: KModel, path: Path) -> None:
     """The loaded derived checkpoint is the pinned derivation (catches a corrupt or stale cache file)."""
     digest = state_digest({f"{name}.{key}": value for name in COMPONENTS
@@ -185,52 +165,6 @@ def verify_derived(model: KModel, path: Path) -> None:
             f"{path}: tensor digest {digest} does not match the pinned {DERIVED_DIGEST}; "
             "delete it and run `koe install --engine torch` again"
         )
-
-
-def download_official(target: Path | None = None) -> Weights:
-    """Download ``kokoro-v1_0.pth`` from Hugging Face into koe's cache once, verified (needs internet)."""
-    target = target or official_path()
-    if target.is_file():
-        return Weights(verify_file(target, WEIGHTS_SHA256), OFFICIAL)
-    from huggingface_hub import hf_hub_download
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    downloaded = Path(hf_hub_download(HF_REPO, WEIGHTS_FILE, local_dir=target.parent))
-    return Weights(verify_file(downloaded, WEIGHTS_SHA256), OFFICIAL)
-
-
-#: ``koe install --engine torch --weights``: official with a fallback to derived, or only one of them.
-WEIGHT_CHOICES = ("auto", OFFICIAL, "derived")
-
-
-def install(choice: str = "auto") -> Weights:
-    """Put the torch engine's weights in the cache, verified: ``official`` downloads them (internet),
-    ``derived`` derives them from the int8 export (offline; an intact cached copy is kept), ``auto``
-    tries the official ones and derives when they cannot be fetched.
-
-    Raises:
-        AssetError: a download or derivation that does not match its pin (never papered over by the
-            fallback), or the chosen source failing.
-        ConfigError: an unknown ``choice``.
-    """
-    if choice not in WEIGHT_CHOICES:
-        raise ConfigError(f"weights must be one of {', '.join(WEIGHT_CHOICES)}, got {choice!r}")
-    if choice != "derived":
-        try:
-            return download_official()
-        except AssetError:
-            raise
-        except Exception as exc:  # no internet, no huggingface_hub, the Hub refusing: all mean "derive"
-            if choice == OFFICIAL:
-                raise AssetError(f"the official weights could not be downloaded: {exc}") from exc
-            logger.warning("official weights unavailable (%s); deriving them from the int8 model", exc)
-    if derived_path().is_file():
-        try:
-            verify_derived(load_checkpoint(build_model(), derived_path()), derived_path())
-            return Weights(derived_path(), DEQUANTIZED)
-        except AssetError as exc:
-            logger.warning("the cached derived weights are unusable (%s); deriving them again", exc.message)
-    return derive_weights()
 
 
 def installed_weights() -> Weights:

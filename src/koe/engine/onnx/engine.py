@@ -111,6 +111,7 @@ class OnnxEngine:
         self.capabilities = Capabilities(
             word_timings=self.streaming is not None, windowed=self.streaming is not None
         )
+        self.description = f"onnx on {', '.join(self.providers)}"
 
     def synthesize(self, request: SynthesisRequest) -> Audio:
         ids = tokenize(request.phonemes)

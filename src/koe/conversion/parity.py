@@ -16,9 +16,9 @@ import numpy.typing as npt
 import torch
 from kokoro.model import KModel
 
+from koe.conversion.taps import Taps
 from koe.engine.base import SynthesisRequest
 from koe.engine.kmodel.forward import TextSide, acoustic_stages, text_pass
-from koe.engine.onnx.taps import Taps
 from koe.engine.quality import compare
 from koe.engine.vocab import tokenize
 
