@@ -289,3 +289,40 @@ def test_unknown_engine_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="engine must be one of onnx, torch"):
         EngineOptions("tensorflow")
+
+
+def test_an_onnx_file_that_is_not_a_graph_cannot_be_derived_from(blank: object) -> None:
+    from koe.conversion.derive import derive_state
+
+    with pytest.raises(AssetError, match="could not be parsed by onnx"):
+        derive_state(b"not an onnx graph", blank.state_dict(), set())  # type: ignore[attr-defined]
+
+
+def test_a_graph_without_kokoros_weights_names_what_is_missing(blank: object) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    from koe.conversion.derive import derive_state
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "other",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    data = helper.make_model(graph).SerializeToString()
+    onnx.checker.check_model(onnx.load_from_string(data))
+    modules = {name for name, _ in blank.named_modules() if name}  # type: ignore[attr-defined]
+    with pytest.raises(AssetError, match=r"holds no weights for \d+ model parameters \(bert\."):
+        derive_state(data, blank.state_dict(), modules)  # type: ignore[attr-defined]
+
+
+def test_a_derived_checkpoint_that_fails_its_digest_is_refused(model: object, tmp_path: Path) -> None:
+    """Random weights saved where the derived ones belong: loaded strictly, then refused by the pin."""
+    from koe.engine.kmodel.checkpoint import DEQUANTIZED, load_weights, save_checkpoint
+
+    state = {f"{name}.{key}": value for name in COMPONENTS
+             for key, value in getattr(model, name).state_dict().items()}  # fmt: skip
+    path = save_checkpoint(state, tmp_path / "kokoro-v1_0-dequantized-int8.pth")
+    with pytest.raises(AssetError, match=r"does not match the pinned .*koe install --engine torch"):
+        load_weights(Weights(path, DEQUANTIZED))

@@ -21,6 +21,7 @@ from koe.engine.assets import packaged_model_bytes
 from koe.engine.base import SynthesisRequest
 from koe.engine.quality import compare
 from koe.engine.timing import SegmentTiming
+from koe.errors import AssetError, ConfigError
 from koe.pipeline.speech import Speech
 from support import Transcriber, word_error_rate
 
@@ -107,3 +108,33 @@ def test_koe_say_speaks_with_the_torch_engine(
     audio, rate = soundfile.read(io.BytesIO(done.stdout), dtype="float32")
     assert rate == 24_000 and audio.size > rate
     assert word_error_rate(text, transcribe(audio)) == 0
+
+
+def test_install_derives_when_the_official_weights_cannot_be_fetched(
+    torch_speech: Speech, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``koe install --engine torch`` offline: the official download fails, the cached derivation is kept."""
+    from koe.conversion import install as installing
+
+    def offline(target: Path | None = None) -> object:
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(installing, "download_official", offline)
+    assert installing.install("auto").kind == DEQUANTIZED
+    with pytest.raises(AssetError, match="official weights could not be downloaded: Name or service"):
+        installing.install("official")
+
+
+def test_a_wrong_official_download_is_an_error_not_a_reason_to_derive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from koe.conversion import install as installing
+
+    def corrupt(target: Path | None = None) -> object:
+        raise AssetError("kokoro-v1_0.pth: sha256 abc does not match the pinned 496d…")
+
+    monkeypatch.setattr(installing, "download_official", corrupt)
+    with pytest.raises(AssetError, match="does not match the pinned"):
+        installing.install("auto")
+    with pytest.raises(ConfigError, match="weights must be one of auto, official, derived"):
+        installing.install("newest")
