@@ -37,9 +37,8 @@ HELD_OUT = (
     "The train to Boston leaves at nine fifteen from platform four.",
     "Could you send the report to the whole team by Thursday?",
 )
-#: Batched against alone: a batch at a few lengths, voices and speeds must not change any member.
-BATCH_TEXTS = (("Hold on.", "af_heart", 1.0), ("My sister bought a green umbrella.", "am_michael", 1.1),
-               ("It rained all day.", "bf_emma", 0.9))  # fmt: skip
+#: Batched against alone: a batch of other lengths, voices and speeds must not change a member.
+BATCH_TEXTS = (("Hold on.", "af_heart", 1.0), ("It rained all day long.", "bf_emma", 1.1))
 #: Log-mel distance and level below which two takes are the same to the ear (the model's own take-to-take
 #: variation is ~3 dB; float reordering in a batch measured 0.03-0.05 dB).
 SAME_TAKE_DB = 0.25
