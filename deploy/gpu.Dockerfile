@@ -39,8 +39,10 @@ COPY src ./src
 # kokoro without its dependencies: its misaki[en] would pull phonemizer-fork over koe's phonemizer;
 # the gpu extra lists what KModel really imports. The derivation needs only koe's own dependencies (onnx
 # and the four int8 model packages).
+# pyopenjtalk-plus (Japanese readings) without its 190 MB Sudachi dictionary, which koe does not use
 RUN pip install --no-cache-dir "./[gpu]" "torch==${TORCH_VERSION}" \
-    && pip install --no-cache-dir --no-deps "kokoro==0.9.4"
+    && pip install --no-cache-dir --no-deps "kokoro==0.9.4" \
+    && pip install --no-cache-dir --no-deps "pyopenjtalk-plus==0.4.1.post10" "sudachipy==0.7.0"
 RUN koe install --engine torch --weights "${KOE_WEIGHTS}"
 
 FROM python

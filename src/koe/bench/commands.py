@@ -9,6 +9,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -40,11 +41,16 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         help="torch: only the PyTorch engine's capacity ladder, batching on and off (docs/deploy.md)",
     )
     parser.add_argument("--device", help="with --engine torch: cpu, cuda or cuda:N (default cuda)")
+    parser.add_argument(
+        "--only", choices=["languages"], help="one scenario alone (languages: streamed ja/es answers vs en)"
+    )
     parser.set_defaults(handler=_run_bench)
 
 
 def _run_bench(args: argparse.Namespace) -> int:
     if args.engine == "torch":
+        if args.only is not None:
+            raise KoeError("--only goes with the ONNX benchmark; --engine torch runs its own ladder")
         return _run_gpu_bench(args)
     if args.device is not None:
         raise KoeError("--device goes with --engine torch (the ONNX benchmark runs on the CPU)")
@@ -69,6 +75,8 @@ def _run_bench(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         ttfa_threshold_s=args.ttfa_threshold,
     )
+    if args.only == "languages":
+        return _run_languages(config)
     results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
     paths = report.write(results, traces, config.out)
     report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
@@ -93,6 +101,21 @@ def _run_gpu_bench(args: argparse.Namespace) -> int:
             f"{result['audio_per_wall_s_at_max_ok'] or 0:.1f} audio-s/s there"
         )
     _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _run_languages(config: Any) -> int:
+    import json
+
+    from koe.bench import languages, report
+
+    results = languages.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
+    config.out.mkdir(parents=True, exist_ok=True)
+    path = config.out / languages.JSON_NAME
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    console = Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
+    report.print_sections([report.Section(*languages.table(results["languages"]))], console)
+    _stderr.print(f"wrote {path}")
     return 0
 
 

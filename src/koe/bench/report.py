@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from koe.bench import plots
+from koe.bench import languages, plots
 from koe.bench.turns import TurnTrace
 
 JSON_NAME = "bench.json"
@@ -69,11 +69,13 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         scenarios["peer"]["strategies"],
         f"2 · peer library, whole text at once: {scenarios['peer']['library']} vs koe (medians)",
     )
+    extra = [Section(*languages.table(scenarios["languages"]))] if "languages" in scenarios else []
     return [
         agent,
         peer,
         _barge_in(scenarios["barge_in"]),
         _capacity(scenarios["capacity"]),
+        *extra,
         _engine(report),
         _targets(report),
     ]
@@ -180,7 +182,11 @@ def _targets(report: Mapping[str, Any]) -> Section:
 
 
 def print_tables(report: Mapping[str, Any], console: Console) -> None:
-    for section in sections(report):
+    print_sections(sections(report), console)
+
+
+def print_sections(sections: list[Section], console: Console) -> None:
+    for section in sections:
         table = Table(*section.columns, title=section.title)
         for row in section.rows:
             table.add_row(*row)

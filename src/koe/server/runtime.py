@@ -21,6 +21,7 @@ from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
+from koe.server.voices import openai_voices
 from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class Runtime:
 
     def __init__(self, settings: Settings, speech: Speech | None = None) -> None:
         self.settings = settings
+        self.openai_voices = openai_voices(settings.openai_voices)  # a bad setting stops the start here
         self.metrics = Metrics(lambda: self.scheduler.stats)
         self.scheduler = Scheduler(
             settings.workers,
