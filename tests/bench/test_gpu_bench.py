@@ -3,7 +3,11 @@ weights derived from the int8 model (what a GPU run does at full size)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,15 @@ from koe.pipeline.speech import Speech
 from koe.settings import Settings
 
 ANSWER = "Sure. The museum opens at nine."
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gpu_ladder.sh"
+
+
+def _cuda_available() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def test_the_ladder_runs_on_cpu_in_both_modes_and_writes_its_results(
@@ -55,3 +68,20 @@ def test_max_sessions_cuts_the_ladder_and_is_its_last_rung(tmp_path: Path) -> No
 def test_a_ladder_must_rise_from_one_session(tmp_path: Path, ladder: tuple[int, ...]) -> None:
     with pytest.raises(ConfigError, match="rising session counts"):
         GpuBenchConfig(tmp_path, ladder=ladder)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the gpu extra is not installed")
+@pytest.mark.skipif(_cuda_available(), reason="this machine has CUDA: the script would run")
+def test_the_gpu_script_stops_at_once_on_a_machine_without_cuda(tmp_path: Path) -> None:
+    """``benchmarks/gpu_ladder.sh`` checks the device before it installs or measures anything."""
+    done = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "out")],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "'cuda' was requested but torch sees no CUDA device" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["bench-torch-machine.txt"]

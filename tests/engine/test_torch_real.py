@@ -40,7 +40,7 @@ HELD_OUT = (
 #: Batched against alone: a batch of other lengths, voices and speeds must not change a member.
 BATCH_TEXTS = (("Hold on.", "af_heart", 1.0), ("It rained all day long.", "bf_emma", 1.1))
 #: Log-mel distance and level below which two takes are the same to the ear (the model's own take-to-take
-#: variation is ~3 dB; float reordering in a batch measured 0.03-0.05 dB).
+#: variation is ~3 dB; float reordering in a batch measured 0.05-0.11 dB, docs/benchmarks/torch_parity.json).
 SAME_TAKE_DB = 0.25
 
 
