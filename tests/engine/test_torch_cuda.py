@@ -8,13 +8,11 @@ The bounds are the CPU tests' own: the stages against the int8 graph within
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from koe.engine.assets import packaged_model_bytes
-from koe.engine.base import SynthesisRequest
-from koe.engine.quality import compare
 from koe.pipeline.speech import Speech
+from support.batching import assert_batch_members_sound_as_alone, request
 
 pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
 pytest.importorskip("kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4")
@@ -37,8 +35,6 @@ BATCH_TEXTS = (
     ("It rained all day long.", "bf_emma", 1.1),
     ("The next train leaves in four minutes from platform two.", "am_michael", 0.9),
 )
-#: As in test_torch_real.py: below the model's own take-to-take variation (~3 dB) by a factor of ten.
-SAME_TAKE_DB = 0.25
 
 
 @pytest.fixture(scope="module")
@@ -48,30 +44,17 @@ def cuda_speech(speech: Speech) -> Speech:
     return speech.with_engine(engine)
 
 
-def _request(speech: Speech, text: str, voice: str, speed: float = 1.0) -> SynthesisRequest:
-    (phonemes,) = speech.phonemize(text)
-    return SynthesisRequest(phonemes, speech.voices.resolve(voice), speed)
-
-
 def test_the_engine_runs_on_cuda_and_says_so(cuda_speech: Speech) -> None:
     assert cuda_speech.engine.description.startswith("torch on cuda")
     assert next(cuda_speech.engine._model.parameters()).is_cuda  # type: ignore[attr-defined]
 
 
 def test_on_cuda_the_stages_match_the_int8_graph(cuda_speech: Speech) -> None:
-    request = _request(cuda_speech, "Please call Stella and ask her to bring these things.", "af_heart")
-    errors = compare_stages(cuda_speech.engine._model, Taps(packaged_model_bytes(), threads=2), request)  # type: ignore[attr-defined]
+    one = request(cuda_speech, "Please call Stella and ask her to bring these things.", "af_heart")
+    errors = compare_stages(cuda_speech.engine._model, Taps(packaged_model_bytes(), threads=2), one)  # type: ignore[attr-defined]
     assert exceeded(errors) == [], errors
 
 
 def test_on_cuda_a_segment_sounds_the_same_alone_and_in_a_batch(cuda_speech: Speech) -> None:
-    engine = cuda_speech.engine
-    requests = [_request(cuda_speech, text, voice, speed) for text, voice, speed in BATCH_TEXTS]
-    batched = engine.synthesize_batch(requests)
-    assert len({u.audio.size for u in batched}) == len(requests)
-    for request, together in zip(requests, batched, strict=True):
-        (alone,) = engine.synthesize_batch([request])
-        assert alone.timing is not None and together.timing is not None
-        assert np.array_equal(alone.timing.durations, together.timing.durations)
-        difference = compare(together.audio, alone.audio)
-        assert difference.distance_db < SAME_TAKE_DB and abs(difference.level_db) < SAME_TAKE_DB
+    requests = [request(cuda_speech, text, voice, speed) for text, voice, speed in BATCH_TEXTS]
+    assert_batch_members_sound_as_alone(cuda_speech.engine, requests)

@@ -18,12 +18,11 @@ import pytest
 import soundfile
 
 from koe.engine.assets import packaged_model_bytes
-from koe.engine.base import SynthesisRequest
-from koe.engine.quality import compare
 from koe.engine.timing import SegmentTiming
 from koe.errors import AssetError, ConfigError
 from koe.pipeline.speech import Speech
 from support import Transcriber, word_error_rate
+from support.batching import assert_batch_members_sound_as_alone, request
 
 pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
 pytest.importorskip("kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4")
@@ -39,14 +38,6 @@ HELD_OUT = (
 )
 #: Batched against alone: a batch of other lengths, voices and speeds must not change a member.
 BATCH_TEXTS = (("Hold on.", "af_heart", 1.0), ("It rained all day long.", "bf_emma", 1.1))
-#: Log-mel distance and level below which two takes are the same to the ear (the model's own take-to-take
-#: variation is ~3 dB; float reordering in a batch measured 0.05-0.11 dB, docs/benchmarks/torch_parity.json).
-SAME_TAKE_DB = 0.25
-
-
-def _request(speech: Speech, text: str, voice: str, speed: float = 1.0) -> SynthesisRequest:
-    (phonemes,) = speech.phonemize(text)
-    return SynthesisRequest(phonemes, speech.voices.resolve(voice), speed)
 
 
 def test_the_engine_says_which_weights_it_runs(torch_speech: Speech) -> None:
@@ -55,23 +46,15 @@ def test_the_engine_says_which_weights_it_runs(torch_speech: Speech) -> None:
 
 
 def test_derived_weights_match_the_int8_graph_stage_by_stage(torch_speech: Speech) -> None:
-    request = _request(torch_speech, "Please call Stella and ask her to bring these things.", "af_heart")
-    errors = compare_stages(torch_speech.engine._model, Taps(packaged_model_bytes(), threads=2), request)  # type: ignore[attr-defined]
+    one = request(torch_speech, "Please call Stella and ask her to bring these things.", "af_heart")
+    errors = compare_stages(torch_speech.engine._model, Taps(packaged_model_bytes(), threads=2), one)  # type: ignore[attr-defined]
     assert exceeded(errors) == [], errors
     assert errors.aligned_text > 0  # the two are compared, not the same tensors twice
 
 
 def test_a_segment_sounds_the_same_alone_and_in_a_batch(torch_speech: Speech) -> None:
-    engine = torch_speech.engine
-    requests = [_request(torch_speech, text, voice, speed) for text, voice, speed in BATCH_TEXTS]
-    batched = engine.synthesize_batch(requests)
-    assert len({u.audio.size for u in batched}) == len(requests)  # different lengths share the pass
-    for request, together in zip(requests, batched, strict=True):
-        (alone,) = engine.synthesize_batch([request])
-        assert alone.timing is not None and together.timing is not None
-        assert np.array_equal(alone.timing.durations, together.timing.durations)
-        difference = compare(together.audio, alone.audio)
-        assert difference.distance_db < SAME_TAKE_DB and abs(difference.level_db) < SAME_TAKE_DB
+    requests = [request(torch_speech, text, voice, speed) for text, voice, speed in BATCH_TEXTS]
+    assert_batch_members_sound_as_alone(torch_speech.engine, requests)
 
 
 def test_held_out_sentences_read_back_as_well_as_from_the_onnx_engine(
@@ -85,7 +68,7 @@ def test_held_out_sentences_read_back_as_well_as_from_the_onnx_engine(
 
 
 def test_a_stream_times_its_words_before_its_audio(torch_speech: Speech) -> None:
-    stream = torch_speech.engine.stream(_request(torch_speech, "Good morning.", "af_heart"))
+    stream = torch_speech.engine.stream(request(torch_speech, "Good morning.", "af_heart"))
     timing, chunk = next(stream), next(stream)
     assert isinstance(timing, SegmentTiming)
     assert timing.samples == chunk.audio.size  # type: ignore[union-attr]
