@@ -21,6 +21,8 @@ MAX_FRAME_S = 0.1
 _ENV_PREFIX = "KOE_"
 #: The segment cache's ceiling: 16 GiB of float32 audio is ~2 days of speech, far past any useful working set.
 MAX_SEGMENT_CACHE_MB = 16_384
+#: A batch window is a few milliseconds; past this it would cost first audio more than batching saves.
+MAX_BATCH_WINDOW_S = 0.1
 #: A shorter API key could be guessed; 16 characters is what ``secrets.token_urlsafe(12)`` gives.
 MIN_API_KEY_CHARS = 16
 
@@ -40,6 +42,11 @@ class Settings:
     threads_per_worker: int = 2  # ONNX Runtime intra-op threads of the engine
     warmup: bool = True
     default_voice: str = "af_heart"
+    device: str | None = None  # torch engine: "cpu", "cuda", "cuda:N"; None picks CUDA when there is one
+    # an engine that shares passes (torch): whole segments of all sessions share engine calls, up to this
+    # many per call (1: every segment alone), a call waiting at most batch_window_s for more (docs/api.md)
+    batch_max_segments: int = 16
+    batch_window_s: float = 0.005
     # streamed segments decode window by window, their audio sent in parts (docs/engine.md, "Streaming
     # decoder"); off by default: windowed audio fails the spectral-balance quality gate
     windowed: bool = False
@@ -95,6 +102,7 @@ class Settings:
             "max_http_requests",
             "max_queued_jobs",
             "segments_ahead",
+            "batch_max_segments",
         ):
             _require(name, getattr(self, name) >= 1, "an integer >= 1")
         for name in (
@@ -115,6 +123,11 @@ class Settings:
             "segment_cache_mb",
             math.isfinite(self.segment_cache_mb) and 0 <= self.segment_cache_mb <= MAX_SEGMENT_CACHE_MB,
             f"a number of megabytes from 0 to {MAX_SEGMENT_CACHE_MB}",
+        )
+        _require(
+            "batch_window_s",
+            math.isfinite(self.batch_window_s) and 0 <= self.batch_window_s <= MAX_BATCH_WINDOW_S,
+            f"seconds in [0, {MAX_BATCH_WINDOW_S}]",
         )
         _require("port", 0 <= self.port <= 65535, "a port number in [0, 65535]")
         _require("engine", self.engine in ("onnx", "torch"), "'onnx' or 'torch'")

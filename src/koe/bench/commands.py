@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,25 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("--ttfa-threshold", type=float, help="capacity: most s from first sentence to audio")
     parser.add_argument(
+        "--engine",
+        choices=["onnx", "torch"],
+        default="onnx",
+        help="torch: only the PyTorch engine's capacity ladder, batching on and off (docs/deploy.md)",
+    )
+    parser.add_argument("--device", help="with --engine torch: cpu, cuda or cuda:N (default cuda)")
+    parser.add_argument(
         "--only", choices=["languages"], help="one scenario alone (languages: streamed ja/es answers vs en)"
     )
     parser.set_defaults(handler=_run_bench)
 
 
 def _run_bench(args: argparse.Namespace) -> int:
+    if args.engine == "torch":
+        if args.only is not None:
+            raise KoeError("--only goes with the ONNX benchmark; --engine torch runs its own ladder")
+        return _run_gpu_bench(args)
+    if args.device is not None:
+        raise KoeError("--device goes with --engine torch (the ONNX benchmark runs on the CPU)")
     from koe.agent.replay import ReplayPace
     from koe.bench import report
     from koe.bench.config import BenchConfig
@@ -66,6 +80,26 @@ def _run_bench(args: argparse.Namespace) -> int:
     results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
     paths = report.write(results, traces, config.out)
     report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
+    _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _run_gpu_bench(args: argparse.Namespace) -> int:
+    from koe.bench import gpu
+
+    config = gpu.GpuBenchConfig.for_run(
+        args.out, args.device or "cuda", quick=args.quick, max_sessions=args.max_sessions
+    )
+    if args.ttfa_threshold is not None:
+        config = replace(config, threshold_s=args.ttfa_threshold)
+    speech, settings = gpu.load(config)
+    report = gpu.run(config, speech, settings, " ".join(["koe", *sys.argv[1:]]))
+    paths = gpu.write(report, config.out)
+    for mode, result in report["modes"].items():
+        _stderr.print(
+            f"{mode}: {result['max_sessions_ok'] or 0} sessions within {config.threshold_s * 1000:.0f} ms, "
+            f"{result['audio_per_wall_s_at_max_ok'] or 0:.1f} audio-s/s there"
+        )
     _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 

@@ -4,7 +4,9 @@ This is what the server's workers, the agent and ``koe say`` share. Loading take
 voices, a warm-up utterance) and only verifies what ``koe install`` fetched; everything after is
 thread-safe. Each language's G2P is built on its first use (:mod:`koe.g2p.registry`), except those
 :attr:`SpeechOptions.langs` names, which are built at load, in a thread beside the engine (docs/engine.md,
-"Cold start"). :class:`SegmentDecode` is the one place where a segment's phonemes go to the engine.
+"Cold start"). :class:`SegmentDecode` is the one place where a segment's phonemes go to the engine: step
+by step (:meth:`SegmentDecode.open`), or in two halves around an engine call shared with other segments
+(:meth:`SegmentDecode.requests`, :meth:`SegmentDecode.complete`; see :mod:`koe.pipeline.batch`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
@@ -24,7 +26,7 @@ import numpy as np
 
 from koe import __version__
 from koe.engine.assets import MODEL_SHA256, ModelSource, locate
-from koe.engine.base import BufferedAudio, Engine, SynthesisRequest, UtteranceStream
+from koe.engine.base import BufferedAudio, Engine, SynthesisRequest, Utterance, UtteranceStream
 from koe.engine.registry import EngineOptions, load_engine
 from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
 from koe.engine.voices import AMERICAN, DEFAULT_VOICE, VOICES, VoiceBank
@@ -64,7 +66,12 @@ class SpeechOptions:
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> SpeechOptions:
         """The one place settings become engine options (``overrides``: ``warmup``, ``voices``...)."""
-        engine = EngineOptions(kind=settings.engine, threads=settings.threads_per_worker)
+        engine = EngineOptions(
+            kind=settings.engine,
+            threads=settings.threads_per_worker,
+            device=settings.device,
+            max_batch=settings.batch_max_segments,
+        )
         options = cls(
             engine=engine,
             model_dir=settings.model_dir,
@@ -132,6 +139,10 @@ class Speech:
             time.perf_counter() - started, len(voices.names()), engine_s, g2p_s,
         )  # fmt: skip
         return speech
+
+    def with_engine(self, engine: Engine) -> Speech:
+        """The same voices and G2P in front of another engine (to compare backends on equal terms)."""
+        return Speech(engine, self.voices, self.g2p)
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
         """``spec`` resolved for a turn, its language's G2P starting to build if it is not yet.
@@ -229,6 +240,22 @@ def _identity(options: SpeechOptions, source: ModelSource) -> str:
     )  # fmt: skip
 
 
+class _Words:
+    """A segment's timed words, piece after piece: each piece's words shifted by the pieces before it."""
+
+    def __init__(self) -> None:
+        self.timed: list[WordTiming] = []
+        self._samples = 0
+
+    def add(self, piece: PhonemePiece, timing: SegmentTiming) -> None:
+        offset_s = self._samples / SAMPLE_RATE
+        self.timed += (
+            WordTiming(w.text_start, w.text_end, w.start_s + offset_s, w.end_s + offset_s)
+            for w in timing.words(piece.words)
+        )
+        self._samples += timing.samples
+
+
 @dataclass(slots=True)
 class _Piece:
     stream: UtteranceStream
@@ -260,6 +287,7 @@ class SegmentDecode:
         self._buffered_s = buffered_s
         self._cancel = cancel
         self._pieces: deque[_Piece] | None = None
+        self._planned: list[PhonemePiece] = []
 
     @property
     def done(self) -> bool:
@@ -275,28 +303,44 @@ class SegmentDecode:
         engine gives no timings)."""
         engine = self._speech.engine
         self._pieces = deque()
-        words: list[WordTiming] = []
-        samples = 0
+        words = _Words()
         for piece in self._speech.phonemize_words(self._text, self._voice.lang):
-            request = SynthesisRequest(piece.phonemes, self._voice.style, self._voice.speed)
             stream = engine.stream(
-                request, windowed=self._windowed, buffered_s=self._buffered_s, cancel=self._cancel
+                self._request(piece),
+                windowed=self._windowed,
+                buffered_s=self._buffered_s,
+                cancel=self._cancel,
             )
             first = next(stream, None)
             if first is None:  # nothing the model can say, or cancelled
                 continue
             pending: deque[Audio] = deque()
             if isinstance(first, SegmentTiming):
-                offset_s = samples / SAMPLE_RATE
-                words += (
-                    WordTiming(w.text_start, w.text_end, w.start_s + offset_s, w.end_s + offset_s)
-                    for w in first.words(piece.words)
-                )
-                samples += first.samples
+                words.add(piece, first)
             else:
                 pending.append(first.audio)
             self._pieces.append(_Piece(stream, pending))
-        return words
+        return words.timed
+
+    def requests(self) -> list[SynthesisRequest]:
+        """G2P only: the engine requests of the whole segment (one per phoneme piece), for an engine call
+        shared with other segments; :meth:`complete` takes that call's results."""
+        self._planned = self._speech.phonemize_words(self._text, self._voice.lang)
+        return [self._request(piece) for piece in self._planned]
+
+    def complete(self, utterances: Sequence[Utterance]) -> tuple[list[WordTiming], Audio]:
+        """The segment's words and audio from the engine's answers to :meth:`requests`, in their order."""
+        self._pieces = deque()  # decoded: nothing is left to step through
+        words = _Words()
+        for piece, utterance in zip(self._planned, utterances, strict=True):
+            if utterance.timing is not None:
+                words.add(piece, utterance.timing)
+        parts = [utterance.audio for utterance in utterances if utterance.audio.size]
+        audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+        return words.timed, audio
+
+    def _request(self, piece: PhonemePiece) -> SynthesisRequest:
+        return SynthesisRequest(piece.phonemes, self._voice.style, self._voice.speed)
 
     def next_audio(self) -> Audio:
         """The next audio (blocking): the rest of the segment, or with ``windowed`` one step of it; empty

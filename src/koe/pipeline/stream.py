@@ -31,6 +31,7 @@ from koe.pipeline.listener import Listener, Progress
 from koe.pipeline.speech import Speech
 from koe.pipeline.voice import Voice
 from koe.pipeline.words import written_words
+from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.text.languages.lookup import rules_for
@@ -84,6 +85,7 @@ class SegmentStream:
         lookahead: segments queued or running at once.
         windowed: each segment a chain of one-window jobs, its audio in parts.
         cache: the server's segment cache: hits are replayed, whole decodes stored (windowed ones are not).
+        batch: whole segments go to this batch group (:mod:`koe.pipeline.batch`) instead of one job each.
     """
 
     def __init__(
@@ -98,6 +100,7 @@ class SegmentStream:
         lookahead: int,
         windowed: bool = False,
         cache: SegmentCache | None = None,
+        batch: BatchGroup[SegmentJob, Part] | None = None,
     ) -> None:
         self._speech = speech
         self._scheduler = scheduler
@@ -107,6 +110,7 @@ class SegmentStream:
         self._segmenter = segmenter
         self._lookahead = lookahead
         self._windowed = windowed
+        self._batch = None if windowed else batch
         #: the cost model counts English characters; one of this language's is this many of them
         self._weight = rules_for(voice.lang).chars_per_char
         self._cache = cache if cache is not None and cache.enabled else None
@@ -243,13 +247,12 @@ class SegmentStream:
                 windowed=self._windowed,
                 buffered_s=self.listener.buffered_s if self._windowed else None,
             )
+            due = {"deadline": self.listener.deadline(progress), "cost_s": self._cost.synthesis_s(estimate)}
             try:
-                first = self._scheduler.submit(
-                    job.step,
-                    deadline=self.listener.deadline(progress),
-                    cost_s=self._cost.synthesis_s(estimate),
-                    admit=not self._admitted,
-                )
+                if self._batch is not None:  # whole segments share engine calls with other sessions'
+                    first = self._scheduler.submit_batched(job, self._batch, **due, admit=not self._admitted)
+                else:
+                    first = self._scheduler.submit(job.step, **due, admit=not self._admitted)
             except BaseException:
                 self.listener.forget(progress)
                 raise

@@ -2,7 +2,8 @@
 
 One :class:`Synthesizer` per server. It is also the one place that decides whether a turn's segments are
 decoded in windows: when the server asks for it (``Settings.windowed``), the engine can
-(``capabilities.windowed``), and the transport plays audio as it arrives (not a complete file).
+(``capabilities.windowed``), and the transport plays audio as it arrives (not a complete file). Segments
+that decode whole share engine calls across sessions when the server was given a batch group.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from koe.pipeline.cache import SegmentCache
+from koe.pipeline.job import Part, SegmentJob
 from koe.pipeline.listener import Listener
 from koe.pipeline.speaker import Observer, Speaker
 from koe.pipeline.speech import Speech
 from koe.pipeline.stream import SegmentStream
 from koe.pipeline.voice import Voice
+from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import Scheduler
 from koe.text.languages.lookup import segmenter_for
@@ -32,6 +35,8 @@ class Synthesizer:
         lookahead: segments of one turn queued or running at once.
         windowed: streamed segments decode in windows, where the engine can.
         cache: segments said before, shared by every turn (disabled unless given).
+        batch: whole segments of every turn share engine calls in this group (an engine that shares
+            passes; :func:`koe.pipeline.batch.segment_batches`); ``None``: one job per segment.
     """
 
     speech: Speech
@@ -41,6 +46,7 @@ class Synthesizer:
     lookahead: int = 1
     windowed: bool = False
     cache: SegmentCache = field(default_factory=lambda: SegmentCache(0))
+    batch: BatchGroup[SegmentJob, Part] | None = None
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
         """Raises ``VoiceError`` or ``ConfigError`` for a bad voice, speed or accent."""
@@ -60,6 +66,7 @@ class Synthesizer:
             lookahead=self.lookahead,
             windowed=windowed,
             cache=self.cache,
+            batch=self.batch,
         )
 
     def speaker(self, stream: SegmentStream, transport: str, *, started_at: float | None = None) -> Speaker:

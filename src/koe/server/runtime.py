@@ -14,10 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from koe.errors import OverloadedError
+from koe.pipeline.batch import segment_batches
 from koe.pipeline.cache import SegmentCache
+from koe.pipeline.job import Part, SegmentJob
 from koe.pipeline.precache import parse_openers, precache
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe.pipeline.synthesizer import Synthesizer
+from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
@@ -42,9 +45,14 @@ class Runtime:
         """Raises ``ConfigError`` for a ``KOE_PRECACHE`` file that cannot be used."""
         self.settings = settings
         self.openai_voices = openai_voices(settings.openai_voices)  # a bad setting stops the start here
-        self.scheduler = Scheduler(settings.workers, settings.max_queued_jobs)
         self.cache = SegmentCache.of_megabytes(settings.segment_cache_mb)
         self.metrics = Metrics(lambda: self.scheduler.stats, lambda: self.cache.stats)
+        self.scheduler = Scheduler(
+            settings.workers,
+            settings.max_queued_jobs,
+            batch_window_s=settings.batch_window_s,
+            observer=self.metrics,
+        )
         self._openers = parse_openers(settings.precache, settings.default_voice)
         self._given = speech
         self._synthesizer: Synthesizer | None = None
@@ -96,7 +104,9 @@ class Runtime:
                 "windowed decoding: the %s engine cannot window; segments decode whole", speech.engine.name
             )
         cost = self._warm_up(speech) if self.settings.warmup else SegmentCost()
-        logger.info("ready in %.1f s: %s", time.perf_counter() - started, cost)
+        logger.info(
+            "ready in %.1f s (%s): %s", time.perf_counter() - started, speech.engine.description, cost
+        )
         return Synthesizer(
             speech,
             self.scheduler,
@@ -105,7 +115,19 @@ class Runtime:
             lookahead=self.settings.segments_ahead,
             windowed=self.settings.windowed,
             cache=self.cache,
+            batch=self._batches(speech),
         )
+
+    def _batches(self, speech: Speech) -> BatchGroup[SegmentJob, Part] | None:
+        """Shared engine calls where the engine shares passes and the settings allow more than one."""
+        size = min(self.settings.batch_max_segments, speech.engine.capabilities.max_batch)
+        if size <= 1:
+            return None
+        logger.info(
+            "whole segments share %s engine calls: up to %d per call, waiting at most %.0f ms for more",
+            speech.engine.name, size, self.settings.batch_window_s * 1000,
+        )  # fmt: skip
+        return segment_batches(speech.engine, size)
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice
