@@ -16,6 +16,8 @@ from koe.errors import KoeError
 _stderr = Console(stderr=True)
 #: Piped output gets wide tables rather than 80 columns of wrapped cells.
 _PIPED_WIDTH = 120
+#: Scenarios that ``koe bench --only`` runs alone, each writing a report of its own.
+ALONE = ("reading",)
 
 
 def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +34,9 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "--first-token-delay", type=float, help="simulated LLM first-token delay (default 0.3 s)"
     )
     parser.add_argument("--ttfa-threshold", type=float, help="capacity: most s from first sentence to audio")
+    parser.add_argument(
+        "--only", choices=ALONE, help="one scenario alone: reading (the LLM-English corpus, heard by ASR)"
+    )
     parser.set_defaults(handler=_run_bench)
 
 
@@ -39,7 +44,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     from koe.agent.replay import ReplayPace
     from koe.bench import report
     from koe.bench.config import BenchConfig
-    from koe.bench.run import run
+    from koe.bench.run import require_extras, run
 
     pace = None
     if args.tokens_per_s is not None or args.first_token_delay is not None:
@@ -56,10 +61,21 @@ def _run_bench(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         max_sessions=args.max_sessions,
         ttfa_threshold_s=args.ttfa_threshold,
+        only=args.only,
     )
-    results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
+    command = " ".join(["koe", *sys.argv[1:]])
+    console = Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
+    if config.only == "reading":
+        from koe.bench.reading import run_alone
+
+        require_extras()
+        alone = run_alone(config, command)
+        _stderr.print("wrote " + ", ".join(str(p) for p in report.write_reading(alone, config.out).values()))
+        report.print_sections([report.reading_section(alone["reading"])], console)
+        return 0
+    results, traces = run(config, command)
     paths = report.write(results, traces, config.out)
-    report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
+    report.print_tables(results, console)
     _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
