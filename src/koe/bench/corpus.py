@@ -46,9 +46,10 @@ def parse(entries: object) -> tuple[Reading, ...]:
     readings = []
     for index, entry in enumerate(entries):
         values = [entry.get(name) for name in _FIELDS] if isinstance(entry, dict) else []
-        if not values or not all(isinstance(value, str) and value.strip() for value in values):
+        strings = [value for value in values if isinstance(value, str) and value.strip()]
+        if len(strings) != len(_FIELDS):
             raise ConfigError(f"corpus entry {index}: expected strings {', '.join(_FIELDS)}, got {entry!r}")
-        readings.append(Reading(*values))
+        readings.append(Reading(*strings))
     return tuple(readings)
 
 
