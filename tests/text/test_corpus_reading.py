@@ -49,3 +49,65 @@ def test_spoken_characters_point_into_their_segment(reading: corpus.Reading) -> 
         start, end = s.source_span
         assert all(start <= a <= b <= end for a, b in zip(s.alignment.starts, s.alignment.ends, strict=True))
         assert list(s.alignment.starts) == sorted(s.alignment.starts)
+
+
+#: How an LLM streams a link, a code span and an address: a few characters per token.
+STREAMED = {
+    "link": (
+        [
+            "Read",
+            " [",
+            "the",
+            " docs",
+            "](",
+            "https",
+            "://",
+            "docs",
+            ".python",
+            ".org",
+            "/3",
+            "/)",
+            " first",
+            ".",
+        ],
+        "Read the docs first.",
+    ),
+    "link with emphasis and parentheses in its target": (
+        [
+            "On",
+            " [**",
+            "Wiki",
+            "pedia",
+            "**",
+            "](",
+            "https",
+            "://en",
+            ".wikipedia",
+            ".org",
+            "/wiki",
+            "/A_",
+            "(b",
+            ")).",
+        ],
+        "On Wikipedia.",
+    ),
+    "link text with a sentence end": (
+        ["[", "Click", " here", "!", "](", "https", "://x", ".org", ")", " Then", " go", "."],
+        "Click here! Then go.",
+    ),
+    "code span": (
+        ["Run", " `", "pip", " install", " koe", "`", " or", " `", "time", ".sleep", "()", "`."],
+        "Run pip install koe or time dot sleep.",
+    ),
+    "e-mail address": (
+        ["Mail", " john", ".smith", "@", "gmail", ".com", " today", "."],
+        "Mail john dot smith at gmail dot com today.",
+    ),
+}
+
+
+@pytest.mark.parametrize(("tokens", "said"), STREAMED.values(), ids=STREAMED.keys())
+def test_markup_split_across_tokens_is_read_as_when_it_arrives_whole(tokens: list[str], said: str) -> None:
+    whole = segments(["".join(tokens)])
+    assert segments(tokens) == whole
+    assert " ".join(s.spoken_text for s in whole) == said
