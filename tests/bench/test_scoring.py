@@ -23,9 +23,11 @@ SAME = {
     "keyboard key": ("Press Ctrl C.", "Press control C."),
     "title": ("Dr. Lee is in.", "Doctor Lee is in."),
     "word split": ("It rains in the rainforest.", "It rains in the rain forest."),
+    "trailing ellipsis": ("The three rules are... Be brief...", "The three rules are: be brief."),
+    "homophone": ("Click here too. Sign up.", "Click here to sign up."),
 }  # fmt: skip
 DIFFERENT = {
-    "a word heard differently": ("Both apples and pairs work.", "Both apples and pears work."),
+    "a word heard differently": ("Both apples and plums work.", "Both apples and pears work."),
     "letters for a phrase": ("Bring snacks, e g fruit.", "Bring snacks, for example fruit."),
     "a link read with its address": ("Read the docs docs dot example dot com.", "Read the docs."),
     "a letter abbreviation read as capitals": ("The trip is 5 C M.", "The trip is five centimeters."),

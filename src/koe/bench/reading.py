@@ -72,14 +72,22 @@ def selection(config: BenchConfig) -> list[corpus.Reading]:
 
 
 async def measure(
-    url: str, readings: Sequence[corpus.Reading], voice: str, step: Callable[[], None]
+    url: str,
+    readings: Sequence[corpus.Reading],
+    voice: str,
+    step: Callable[[], None],
+    transcribe: Transcriber | None = None,
 ) -> dict[str, Any]:
     """Speak, transcribe and score every reading, one at a time; ``step()`` after each.
+
+    Args:
+        transcribe: the ASR to use (default: load one).
 
     Raises:
         UpstreamError: the server answered an error (the run stops there).
     """
-    transcribe = await asyncio.to_thread(Transcriber)
+    if transcribe is None:
+        transcribe = await asyncio.to_thread(Transcriber)
     results: list[Heard] = []
     async with httpx.AsyncClient(base_url=url, timeout=_REQUEST_TIMEOUT_S) as client:
         for reading in readings:

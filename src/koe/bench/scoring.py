@@ -11,8 +11,10 @@ Both sides go through the same steps, so only what was *said* counts, not how th
    "five dollars and ninety-nine cents" meet, "Dr." is "doctor", punctuation goes;
 3. "minus 2" and "plus 2" become "-2" and "+2" (the normalizer does this only for spelled numbers);
 4. ordinal suffixes go ("January 15" and "January fifteenth" are the same speech; the ASR writes either)
-   and so do decimal points between digits;
-5. all spaces go: "F B I" and "FBI", "8 30" and "830", "rain forest" and "rainforest" are the same sounds.
+   and so do periods (the normalizer leaves a trailing "..." and the dot of "5.99");
+5. words that sound the same are the same word: "too" is "to", "sight" is "site", "chords" "cords"...
+   (:data:`HOMOPHONES`; no listener can tell them apart either);
+6. all spaces go: "F B I" and "FBI", "8 30" and "830", "rain forest" and "rainforest" are the same sounds.
 
 A text passes when the two results are identical: one word heard differently fails it.  What this cannot
 tell apart: how digits were grouped ("five five five" and "five hundred fifty-five" both give 555), and a
@@ -51,7 +53,11 @@ _DIGIT_SEPARATOR = re.compile(r"(?<=\d)[-:,\s]+(?=\d)")
 _SIGN = re.compile(r"(?<![\w.])([-+])(?=\d)")
 _SIGN_WORD = re.compile(r"\b(minus|plus) (?=\d)")
 _ORDINAL = re.compile(r"(?<=\d)(?:st|nd|rd|th)\b")
-_NUMBER_SEPARATOR = re.compile(r"(?<=\d)[.\s]+(?=\d)")
+_NUMBER_SEPARATOR = re.compile(r"(?<=\d)\s+(?=\d)")
+#: Words that sound alike, each → the one it is scored as (the normalizer turns "two" into "2" already).
+HOMOPHONES = {"too": "to", "sight": "site", "sights": "sites", "chord": "cord", "chords": "cords"}
+HOMOPHONES |= {"pair": "pear", "pairs": "pears", "buy": "by", "bye": "by"}
+_HOMOPHONE = re.compile(r"\b(" + "|".join(HOMOPHONES) + r")\b")
 _SPACE = re.compile(r"\s+")
 
 
@@ -76,7 +82,8 @@ def canonical(text: str) -> str:
     """``text`` reduced to what is said (see the module docstring): lower case, no spaces."""
     text = _whisper_normalizer()(_spoken_forms(text))
     text = _SIGN_WORD.sub(lambda m: "-" if m.group(1) == "minus" else "+", text)
-    text = _NUMBER_SEPARATOR.sub("", _ORDINAL.sub("", text))
+    text = _NUMBER_SEPARATOR.sub("", _ORDINAL.sub("", text)).replace(".", "")
+    text = _HOMOPHONE.sub(lambda m: HOMOPHONES[m.group()], text)
     return _SPACE.sub("", text)
 
 
