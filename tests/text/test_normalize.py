@@ -116,6 +116,8 @@ CASES = {
         "E.g. this. BTW, that. Send it ASAP.",
         "For example this. By the way, that. Send it as soon as possible.",
     ),
+    "also known as": ("Bob, a.k.a. the boss, aka Bob", "Bob, also known as the boss, also known as Bob"),
+    "a rate": ("up 5 MB/s", "up 5 megabytes per second"),
     "with and without": ("Coffee w/ milk, w/o sugar", "Coffee with milk, without sugar"),
     "street after a name, saint before one": ("Oak St. and St. Louis", "Oak Street and St. Louis"),
     "abbreviation ending the text keeps its period": ("It is on Park Ave.", "It is on Park Avenue."),

@@ -76,6 +76,8 @@ UNITS = {
     "MB": ("megabyte", "megabytes"),
     "KB": ("kilobyte", "kilobytes"),
     "kB": ("kilobyte", "kilobytes"),
+    "GB/s": ("gigabyte per second", "gigabytes per second"),
+    "MB/s": ("megabyte per second", "megabytes per second"),
     "Gbps": ("gigabit per second", "gigabits per second"),
     "Mbps": ("megabit per second", "megabits per second"),
     "kWh": ("kilowatt hour", "kilowatt hours"),
