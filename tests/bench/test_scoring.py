@@ -19,6 +19,8 @@ SAME = {
     "web address": ("Go to example.com now.", "Go to example dot com now."),
     "e-mail address": ("Write to john.smith@gmail.com.", "Write to john dot smith at gmail dot com."),
     "Roman numeral": ("World War II ended.", "World War Two ended."),
+    "regnal numeral": ("Queen Elizabeth II was crowned.", "Queen Elizabeth the Second was crowned."),
+    "short range": ("Monday 9-5.", "Monday, nine to five."),
     "unit the ASR abbreviates": ("It is 30 cm long.", "It is thirty centimeters long."),
     "keyboard key": ("Press Ctrl C.", "Press control C."),
     "title": ("Dr. Lee is in.", "Doctor Lee is in."),

@@ -111,3 +111,59 @@ def test_markup_split_across_tokens_is_read_as_when_it_arrives_whole(tokens: lis
     whole = segments(["".join(tokens)])
     assert segments(tokens) == whole
     assert " ".join(s.spoken_text for s in whole) == said
+
+
+LINK_TOKENS = st.sampled_from(
+    [
+        "[",
+        "](",
+        ")",
+        "(",
+        "]",
+        "[the docs",
+        "](https://x.org/a_(b)",
+        "https://",
+        "x.org/",
+        "word",
+        "two words",
+        "!",
+        ". ",
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.data(),
+    parts=st.lists(st.tuples(LINK_TOKENS, st.sampled_from(["", " ", "", "\n"])), max_size=40),
+    limit=st.one_of(st.none(), st.integers(1, 80)),
+)
+def test_links_under_a_segment_limit_give_the_same_segments_however_they_stream(
+    data: st.DataObject, parts: list[tuple[str, str]], limit: int | None
+) -> None:
+    text = "".join(token + sep for token, sep in parts)
+
+    def cut(pieces: list[str]) -> list[Segment]:
+        seg = Segmenter()
+        seg.set_next_limit(limit)
+        return [s for piece in pieces for s in seg.feed(piece)] + seg.flush()
+
+    whole = cut([text])
+    assert cut(list(text)) == whole
+    if text:
+        cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=len(text))))
+        assert cut([text[a:b] for a, b in itertools.pairwise([0, *cuts, len(text)]) if b > a]) == whole
+
+
+def test_a_link_target_does_not_count_toward_the_segment_limit() -> None:
+    text = "Find it on [GitHub](https://github.com/acme/tool) today."
+    seg = Segmenter()
+    seg.set_next_limit(30)  # the 25 characters said fit; with the target, 56 would not
+    assert [s.spoken_text for s in (*seg.feed(text), *seg.flush())] == ["Find it on GitHub today."]
+
+
+def test_a_forced_cut_falls_outside_an_aside_so_a_cited_address_stays_unsaid() -> None:
+    text = "It is explained well in the manual (see https://example.com/manual#setup)."
+    seg = Segmenter()
+    seg.set_next_limit(40)  # "(see" ends within the limit: a cut there would leave the address alone
+    assert [s.spoken_text for s in (*seg.feed(text), *seg.flush())] == ["It is explained well in the manual"]

@@ -3,7 +3,8 @@
 Both sides go through the same steps, so only what was *said* counts, not how the ASR chose to write it:
 
 1. written forms the ASR uses for spoken ones are said out: "example.com" is "example dot com",
-   "bob@x.org" is "bob at x dot org", "World War II" is "World War 2", "Ctrl" is "control", "30 cm" is
+   "bob@x.org" is "bob at x dot org", "World War II" is "World War 2" and "Elizabeth II" "Elizabeth the
+   2nd", "9-5" is "9 to 5", "Ctrl" is "control", "30 cm" is
    "30 centimeters" (lower case only: "CM" is what the ASR writes for the letters), a sign before a
    number is a word ("-2%" is "minus 2%"), and separators between digits go ("9:30", "555-1234" and
    "+1 555 123 4567" are the digits said, and so are "1,000" and "1000");
@@ -27,16 +28,16 @@ import re
 from collections.abc import Callable
 from functools import cache
 
+from koe.text.lexicon import REGNAL_NAMES, ROMAN
+from koe.text.numbers import ordinal
+
 #: Upper-case Roman numerals 2-20 standing alone, those of one letter left out ("I", "V", "X" are more
-#: often a pronoun or a spelled letter).
-_ROMAN = {
-    numeral: str(value)
-    for value, numeral in enumerate(
-        "II III IV V VI VII VIII IX X XI XII XIII XIV XV XVI XVII XVIII XIX XX".split(), start=2
-    )
-    if len(numeral) > 1
-}
-_ROMAN_WORD = re.compile(r"\b(" + "|".join(sorted(_ROMAN, key=len, reverse=True)) + r")\b")
+#: often a pronoun or a spelled letter); after a monarch's name the ASR writes "Elizabeth II" for
+#: "Elizabeth the Second".
+_ROMAN = {numeral: value for numeral, value in ROMAN.items() if len(numeral) > 1}
+_ROMAN_WORD = re.compile(r"\b(?:([A-Z][a-z]+) )?(" + "|".join(sorted(_ROMAN, key=len, reverse=True)) + r")\b")
+#: "9-5", "20-25": the ASR writes a short range with a hyphen.
+_SHORT_RANGE = re.compile(r"\b(\d{1,2})[-–](\d{1,2})\b")
 #: Unit abbreviations the ASR writes after a number for the spoken unit.
 _UNITS = {"cm": "centimeters", "mm": "millimeters", "km": "kilometers", "kg": "kilograms"}
 _UNITS |= {"mg": "milligrams", "ml": "milliliters"}
@@ -69,9 +70,16 @@ def _whisper_normalizer() -> Callable[[str], str]:
     return normalizer
 
 
+def _numeral(m: re.Match[str]) -> str:
+    name, value = m.group(1), _ROMAN[m.group(2)]
+    if name is None:
+        return str(value)
+    return f"{name} the {ordinal(value)}" if name in REGNAL_NAMES else f"{name} {value}"
+
+
 def _spoken_forms(text: str) -> str:
     """Step 1 of the module docstring."""
-    text = _ROMAN_WORD.sub(lambda m: _ROMAN[m.group(1)], text)
+    text = _ROMAN_WORD.sub(_numeral, _SHORT_RANGE.sub(r"\1 to \2", text))
     text = _UNIT_WORD.sub(lambda m: " " + _UNITS[m.group(1)], text)
     text = _AT.sub(" at ", _NAME_DOT.sub(" dot ", _CONTROL.sub("control", text)))
     text = _DIGIT_SEPARATOR.sub("", _PARENTHESIZED_DIGITS.sub(r" \1 ", text))

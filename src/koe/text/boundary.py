@@ -47,10 +47,10 @@ KEEP_BEHIND = 16
 #: Line heads longer than this cannot be list markers or fences, so only this much of a line is kept.
 _LINE_HEAD_CAP = 8
 
-#: Abbreviations that precede a name or an example and so never end a sentence.
+#: Abbreviations that precede a name, an example or a day ("Jan. 15") and so never end a sentence.
 _NEVER_END = frozenset(
     "mr mrs ms dr prof sr jr st mt vs e.g i.e cf viz fig approx ca no vol pp gen col lt sgt rev incl ext "
-    "a.k.a".split()
+    "a.k.a jan feb mar apr jun jul aug sep sept oct nov dec".split()
 )
 #: Abbreviations that end a sentence only when the next word is capitalised ("etc. Then" vs "etc. and").
 _MAYBE_END = frozenset(

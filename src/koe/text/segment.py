@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from koe.errors import ConfigError
 from koe.text.boundary import Boundary, Kind, Scanner
 from koe.text.normalize import Alignment, normalize
+from koe.text.spoken import LINK_TARGET
 
 #: misaki makes about 1-1.3 phoneme tokens per English character; 390 characters stay within 510 tokens.
 MAX_SEGMENT_CHARS = 390
@@ -34,6 +35,9 @@ _WORD = re.compile(rf"[{_CJK}]|(?:(?![{_CJK}])[^\W_])+(?:['’](?:(?![{_CJK}])[^
 _CJK_CHAR = re.compile(rf"[{_CJK}]")
 #: What a segment never starts with: space, and punctuation left over from the previous sentence's end.
 _LEADING = re.compile(r"[\s”’)\]}»」』）】.!?…。！？｡,;:，；：、]*")
+#: A markdown link's target, "](https://...)": never said, so it does not count toward a caller's limit.
+_LINK_TARGET = re.compile(rf"\]\({LINK_TARGET}\)")
+_OPEN_LINK_TARGET = re.compile(rf"\]\({LINK_TARGET}(?:\([^()\s]{{0,300}})?\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +183,10 @@ class Segmenter:
         if window is None:
             return None
         a, opts = window.start, self._options
+        limit = self._limit_past_link_targets(a, window.limit)
+        if limit is None:
+            return None
+        window.limit = limit
         settled = self._scanner.end + 1 if self._final else self._scanner.settled
         candidates = list(self._candidates)
         if self._final:
@@ -214,6 +222,24 @@ class Segmenter:
         word = self._word_cut(a, window.limit, settled, bound, overflow)
         return None if word is None else (a, word, word)
 
+    def _limit_past_link_targets(self, a: int, limit: int) -> int | None:
+        """``limit`` characters from ``a``, not counting link targets (the limit is about speaking time;
+        "Find it on [GitHub](https://github.com/acme/tool) today." is 25 characters said), within
+        ``max_chars``; None while a target that would count is still arriving."""
+        top = self._options.max_chars
+        if limit >= top:
+            return top
+        text = self._scanner.text(a, a + top)
+        reach = limit
+        for target in _LINK_TARGET.finditer(text):
+            if target.start() >= reach:
+                return min(reach, top)
+            reach += target.end() - target.start()
+        arriving = _OPEN_LINK_TARGET.search(text)
+        if arriving is not None and arriving.start() < reach and not self._final and len(text) < top:
+            return None
+        return min(reach, top)
+
     def _first_usable(self, a: int, first: Boundary, candidates: list[Boundary]) -> int | None:
         """The first sentence end, line break or enough-words clause end from ``first`` on."""
         for b in candidates[candidates.index(first) :]:
@@ -231,7 +257,9 @@ class Segmenter:
     ) -> int | None:
         """Cut a segment that has no usable boundary within ``limit`` at a word boundary, never mid-word.
 
-        The last word boundary within the limit that leaves ``first_min_words`` words; else whichever
+        The last word boundary within the limit that leaves ``first_min_words`` words, outside brackets
+        if there is one ("the manual (see https://…)" is cut before the bracket, so the normalizer still
+        sees the whole aside); else whichever
         comes first of the next such word boundary and ``overflow``; else the last word boundary before
         the hard maximum or the next line break.  A "word" longer than ``max_chars`` (a pasted blob, not
         speech) is cut at ``max_chars``.
@@ -254,7 +282,9 @@ class Segmenter:
         enough = [c for c in cuts if bisect.bisect_left(word_starts, c) >= need]
         within = [c for c in enough if c <= a + limit]
         if within:
-            return within[-1]
+            depth = _bracket_depths(text)
+            outside = [c for c in within if depth[c - a] == 0]
+            return (outside or within)[-1]
         beyond = [c for c in (enough[0] if enough else None, overflow) if c is not None]
         if beyond:
             return min(beyond)
@@ -278,6 +308,18 @@ class Segmenter:
         )
         self._index += 1
         return segment
+
+
+def _bracket_depths(text: str) -> list[int]:
+    """For each index of ``text`` (and its end), how many ``(`` and ``[`` before it are still open."""
+    depths, depth = [0], 0
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]" and depth:
+            depth -= 1
+        depths.append(depth)
+    return depths
 
 
 def _is_word_break(text: str, i: int) -> bool:

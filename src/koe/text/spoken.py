@@ -15,7 +15,7 @@ from koe.text.numbers import NUMBER_RULES, alternatives
 from koe.text.say import Rule, Say, drop, erase, keep, say
 from koe.text.words import WORD_RULES
 
-__all__ = ["RULES", "Say"]
+__all__ = ["LINK_TARGET", "RULES", "Say"]
 
 _SYMBOLS = {
     "→": " to ",
@@ -86,7 +86,7 @@ _URL_END = r"[^\s<>()\[\]\"'`.,;:!?]"
 _DOMAIN = rf"[A-Za-z0-9-]{{1,63}}(?:\.[A-Za-z0-9-]{{1,63}}){{0,6}}\.(?:{alternatives(_TLDS)})\b"
 _PATH = rf"/(?:{_URL_CHARS}{{0,2000}}{_URL_END})?"
 #: A link's target: no spaces, parentheses only balanced one deep (Wikipedia's "Python_(language)").
-_TARGET = r"(?:[^()\s]|\([^()\s]{0,300}\)){0,2000}"
+LINK_TARGET = r"(?:[^()\s]|\([^()\s]{0,300}\)){0,2000}"
 _EMOJI = (
     "\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\U0001f1e6-\U0001f1ff\ufe0f\u200d\u20e3"
     "\U000e0020-\U000e007f"
@@ -96,13 +96,13 @@ _EMOJI = (
 MARKUP_RULES: tuple[Rule, ...] = (
     (
         "image",
-        rf"!\[(?P<img_alt>[^\]\n]{{0,300}})\]\({_TARGET}(?:[ \t]+\"[^\"\n]{{0,300}}\")?\)",
+        rf"!\[(?P<img_alt>[^\]\n]{{0,300}})\]\({LINK_TARGET}(?:[ \t]+\"[^\"\n]{{0,300}}\")?\)",
         keep("img_alt"),
     ),
     #: a link's text is read like any text (its emphasis and code markers go); its brackets and target go,
     #: so a link whose text and target arrive in different segments still reads as its text alone
     ("link_open", r"\[(?=[^\[\]\n]{1,300}(?:\][(\[]|\Z))", erase),
-    ("link_close", rf"\]\({_TARGET}(?:[ \t]+\"[^\"\n]{{0,300}}\")?\)|\]\[[^\[\]\n]{{0,100}}\]", erase),
+    ("link_close", rf"\]\({LINK_TARGET}(?:[ \t]+\"[^\"\n]{{0,300}}\")?\)|\]\[[^\[\]\n]{{0,100}}\]", erase),
     ("link_definition", r"^[ \t]{0,3}\[[^\]\n]{1,100}\]:[ \t]+\S[^\n]*$", drop),
     ("footnote", r"\[\^[^\]\s]{1,30}\]", erase),
     (
