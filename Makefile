@@ -11,16 +11,30 @@ TORCH ?= torch==2.13.0
 TEST_EXTRAS := test,deploy,gpu,local-llm
 CDK_CLI ?= aws-cdk@2.1148.1
 CDK_ARGS ?=
+# `make deploy` deploys the endpoint and the agent on AgentCore Runtime; `make deploy AGENT=false` the
+# endpoint alone (docs/deploy.md)
+AGENT ?= true
 
-.PHONY: serve test lint typecheck pytest browser deploy audit lock clean
+CLIENTS := .venv-clients
+CLIENTS_LOCK := tests/compat/clients.lock
+
+.PHONY: serve test lint typecheck pytest browser clients clients-lock deploy audit lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-# What `make serve` needs: koe and its default dependencies, the voices fetched and verified.
+# Japanese readings: pyopenjtalk-plus (OpenJTalk with its dictionary) and sudachipy, which it imports. Both go
+# in with --no-deps: pyopenjtalk-plus declares sudachidict_core, a 190 MB dictionary for reading corrections
+# koe turns off (koe.g2p.japanese), and pip cannot leave out one dependency of a package, so they are not in
+# pyproject.toml; what else they import (numpy, pydantic) is a dependency of koe anyway.
+JAPANESE_NO_DEPS := pyopenjtalk-plus==0.4.1.post10 sudachipy==0.7.0
+
+# What `make serve` needs: koe and its default dependencies (every language's G2P), the voices fetched and
+# verified.
 $(VENV)/.stamp-serve: pyproject.toml requirements.lock | $(BIN)/python
 	$(PIP) install -c requirements.lock -e .
+	$(PIP) install -c requirements.lock --no-deps $(JAPANESE_NO_DEPS)
 	$(BIN)/koe install
 	touch $@
 
@@ -32,6 +46,20 @@ $(VENV)/.stamp-test: pyproject.toml requirements.lock $(VENV)/.stamp-serve
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -c requirements.lock -e '.[$(TEST_EXTRAS)]'
 	$(PIP) install -c requirements.lock --no-deps kokoro==0.9.4
 	touch $@
+
+# The client libraries tests/compat drives (Deepgram's SDK, pipecat, LiveKit's plugins): their pins clash with
+# koe's (websockets, protobuf...), so they get their own environment, driven by the tests as subprocesses.
+$(CLIENTS)/.stamp: $(CLIENTS_LOCK)
+	$(PYTHON) -m venv $(CLIENTS)
+	$(CLIENTS)/bin/python -m pip --quiet --disable-pip-version-check install -r $(CLIENTS_LOCK)
+	touch $@
+
+clients: $(CLIENTS)/.stamp
+
+# Re-pin the client libraries (after changing the versions tried; commit the result and the docs' table).
+clients-lock: $(CLIENTS)/.stamp
+	{ sed -n '1,2p' $(CLIENTS_LOCK); $(CLIENTS)/bin/python -m pip freeze --all | grep -v -E '^(pip|setuptools|wheel)=='; } \
+	  > $(CLIENTS_LOCK).new && mv $(CLIENTS_LOCK).new $(CLIENTS_LOCK)
 
 serve: $(VENV)/.stamp-serve
 	$(BIN)/koe serve --port $(PORT)
@@ -48,7 +76,7 @@ lint: $(VENV)/.stamp-test
 typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
 
-pytest: $(VENV)/.stamp-test browser
+pytest: $(VENV)/.stamp-test $(CLIENTS)/.stamp browser
 	$(BIN)/pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured"; fi; \
 	exit $$status
@@ -58,7 +86,7 @@ test: lint typecheck pytest
 deploy: $(BIN)/python
 	$(PIP) install -c requirements.lock -e '.[deploy]'
 	cd deploy/cdk && JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
-		npx --yes $(CDK_CLI) deploy --app "$(abspath $(BIN))/python app.py" $(CDK_ARGS)
+		npx --yes $(CDK_CLI) deploy --all --app "$(abspath $(BIN))/python app.py" -c koe:agent=$(AGENT) $(CDK_ARGS)
 
 # Needs internet to reach a vulnerability database; --strict fails on any package it could not check.
 audit: $(VENV)/.stamp-test
@@ -72,4 +100,4 @@ lock: $(VENV)/.stamp-test
 	  | sed -E 's/\+[a-z0-9.]+$$//'; } > requirements.lock
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CLIENTS) .pytest_cache .mypy_cache .ruff_cache

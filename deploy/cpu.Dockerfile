@@ -21,7 +21,9 @@ RUN ln -s /usr/local/lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
+# Japanese readings without their 190 MB Sudachi dictionary, which koe does not use (Makefile)
 RUN pip install --no-cache-dir . \
+    && pip install --no-cache-dir --no-deps "pyopenjtalk-plus==0.4.1.post10" "sudachipy==0.7.0" \
     && koe install
 
 FROM ${PYTHON_IMAGE}

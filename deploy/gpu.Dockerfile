@@ -35,8 +35,10 @@ COPY pyproject.toml README.md ./
 COPY src ./src
 # kokoro without its dependencies: its misaki[en] would pull phonemizer-fork over koe's phonemizer;
 # the gpu extra lists what KModel really imports
+# pyopenjtalk-plus (Japanese readings) without its 190 MB Sudachi dictionary, which koe does not use
 RUN pip install --no-cache-dir "./[gpu]" "torch==${TORCH_VERSION}" \
-    && pip install --no-cache-dir --no-deps "kokoro==0.9.4"
+    && pip install --no-cache-dir --no-deps "kokoro==0.9.4" \
+    && pip install --no-cache-dir --no-deps "pyopenjtalk-plus==0.4.1.post10" "sudachipy==0.7.0"
 RUN koe install --engine torch
 
 FROM python

@@ -22,7 +22,8 @@ from support.fake import FakeEngine, fake_speech
 
 @pytest.fixture(scope="session")
 def speech() -> Iterator[Speech]:
-    """The one loaded engine (model, 28 voices, American and British G2P) for every model test."""
+    """The one loaded engine (model, all 54 voices; each language's G2P built on first use) for every model
+    test."""
     yield Speech.load(SpeechOptions.from_settings(Settings(threads_per_worker=2)))
 
 

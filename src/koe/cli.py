@@ -88,7 +88,9 @@ def _register_say(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     parser.add_argument("text", nargs="?", help="text to speak (default: read stdin)")
     parser.add_argument("-v", "--voice", default="af_heart", help="voice or blend, e.g. 'af_bella(2)+af_sky'")
     parser.add_argument("-s", "--speed", type=float, default=1.0)
-    parser.add_argument("-l", "--lang", choices=["en-us", "en-gb"], help="accent (default: the voice's)")
+    parser.add_argument(
+        "-l", "--lang", help="language: en-us, en-gb, es, fr, hi, it, ja, pt-br, zh (default: the voice's)"
+    )
     parser.add_argument("-o", "--output", type=Path, help="output file; its extension sets the format")
     parser.add_argument("-f", "--format", help="wav, mp3, opus, flac, aac, pcm, mulaw, alaw")
     parser.add_argument("-r", "--rate", type=int, default=24_000, help="sample rate in Hz")
@@ -135,16 +137,20 @@ def _run_say(args: argparse.Namespace) -> int:
 
 
 def _register_voices(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("voices", help="list the installed voices")
+    parser = subparsers.add_parser("voices", help="list the voices with their language and gender")
+    parser.add_argument("-l", "--lang", help="only this language's voices (e.g. ja, es, en-gb)")
     parser.set_defaults(handler=_run_voices)
 
 
 def _run_voices(args: argparse.Namespace) -> int:
-    from koe.engine.voices import ENGLISH_VOICES, describe
+    from koe.engine.voices import VOICES, describe
+    from koe.pipeline.params import validate_lang
 
-    table = Table("voice", "language", "gender")
-    for info in (describe(name) for name in ENGLISH_VOICES):
-        table.add_row(info.name, info.lang, info.gender)
+    lang = None if args.lang is None else validate_lang(args.lang)
+    table = Table("voice", "lang", "language", "gender")
+    for info in (describe(name) for name in VOICES):
+        if lang is None or info.lang == lang:
+            table.add_row(info.name, info.lang, info.language, info.gender)
     Console().print(table)
     return 0
 
@@ -169,25 +175,44 @@ def _register_install(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 
 def _run_install(args: argparse.Namespace) -> int:
     from koe.engine.assets import install_voices, packaged_model_bytes
-    from koe.engine.voices import ENGLISH_VOICES
+    from koe.engine.voices import VOICES
 
     with _status("verifying the int8 model…"):
         packaged_model_bytes()
     with _status("fetching voices…"):
-        target = install_voices(list(ENGLISH_VOICES), force=args.force)
+        target = install_voices(list(VOICES), force=args.force)
     _fetch_remote(args.engine, download=args.download)
-    _stderr.print(f"model verified; {len(ENGLISH_VOICES)} voices verified in {target}")
+    _stderr.print(f"model verified; {len(VOICES)} voices verified in {target}")
+    _report_languages()
     return 0
+
+
+def _report_languages() -> None:
+    """Say which languages' G2P is installed, and the command for each that is not (nothing is built)."""
+    from koe.g2p.registry import G2PRegistry
+
+    registry = G2PRegistry()
+    missing: list[str] = []
+    for lang in registry.langs:
+        try:
+            registry.check(lang)
+        except KoeError as exc:
+            missing.append(exc.message)
+    if missing:
+        for message in missing:
+            _stderr.print(f"[yellow]warning:[/] {message}")
+    else:
+        _stderr.print(f"G2P installed for every language: {', '.join(registry.langs)}")
 
 
 def _fetch_remote(engine: str, *, download: bool) -> None:
     """What comes from Hugging Face (needs internet): the fp32 files with ``download``, torch's weights."""
     from koe.engine.assets import download_from_hugging_face, hugging_face_dir
-    from koe.engine.voices import ENGLISH_VOICES
+    from koe.engine.voices import VOICES
 
     if download:
         with _status("fetching the fp32 model and voices from Hugging Face…"):
-            download_from_hugging_face(hugging_face_dir(), list(ENGLISH_VOICES), model=engine == "onnx")
+            download_from_hugging_face(hugging_face_dir(), list(VOICES), model=engine == "onnx")
     if engine == "torch":
         from koe.engine.torch import install_weights
 
@@ -269,7 +294,14 @@ def _register_agent(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser = subparsers.add_parser(
         "agent", help="serve the voice agent alone (AgentCore contract) against a remote koe TTS endpoint"
     )
-    parser.add_argument("--tts-url", required=True, help="the koe TTS server, e.g. http://tts:8080")
+    parser.add_argument(
+        "--tts",
+        "--tts-url",
+        dest="tts",
+        help="the TTS: ws://host:8080 (a koe server) or sagemaker://ENDPOINT?region=us-east-1 "
+        "(default: KOE_TTS)",
+    )
+    parser.add_argument("--tts-api-key", help="the koe server's API key (default: KOE_API_KEY)")
     parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: KOE_PORT or 8080)")
     kinds = ["auto", "openai", "bedrock", "local", "none"]
@@ -288,16 +320,52 @@ def _run_agent(args: argparse.Namespace) -> int:
     from koe.agent.remote import RemoteSpeaker, remote_voices
     from koe.agent.routes import create_agent_app
     from koe.agent.service import VoiceAgent
+    from koe.client.target import parse_target
+    from koe.errors import ConfigError
     from koe.server.serve import uvicorn_config
     from koe.settings import Settings
 
+    tts = args.tts or os.environ.get("KOE_TTS")
+    if not tts:
+        raise ConfigError(
+            "koe agent needs its TTS: --tts ws://host:8080, --tts sagemaker://ENDPOINT or KOE_TTS"
+        )
+    target = parse_target(tts, api_key=args.tts_api_key)
     settings = Settings.from_env(host=args.host, port=args.port)
     flags = {name: getattr(args, name) for name in ("model", "base_url", "region", "max_tokens")}
     llm = LLMConfig.from_env(kind=args.llm, **flags)
-    speaker = RemoteSpeaker(args.tts_url, remote_voices(args.tts_url))
+    speaker = RemoteSpeaker(target, remote_voices(target))
     where = f"http://{settings.host}:{settings.port}"
-    _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {args.tts_url}")
+    _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {target.describe()}")
     uvicorn.Server(uvicorn_config(create_agent_app(VoiceAgent(speaker, llm)), settings)).run()
+    return 0
+
+
+# --- koe agent-url -------------------------------------------------------------------------------------
+
+
+def _register_agent_url(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "agent-url",
+        help="the browser page's link to an agent on AgentCore Runtime (presigned, or with a JWT)",
+    )
+    parser.add_argument("runtime_arn", help="the agent's runtime ARN (the KoeAgent stack's AgentRuntimeArn)")
+    parser.add_argument("--page", default="http://127.0.0.1:8080/", help="where the page is served")
+    parser.add_argument("--token", help="a JWT for a runtime with a JWT authorizer (then nothing is signed)")
+    parser.add_argument("--session", help="the conversation's session id (default: a new one)")
+    parser.add_argument("--expires", type=int, default=300, help="seconds the presigned URL may be opened in")
+    parser.set_defaults(handler=_run_agent_url)
+
+
+def _run_agent_url(args: argparse.Namespace) -> int:
+    from koe.client.agentcore import RuntimeArn, page_url, presign, websocket_url
+
+    runtime = RuntimeArn.parse(args.runtime_arn)
+    url = websocket_url(runtime, args.session)
+    if args.token is None:
+        url = presign(url, runtime.region, expires_s=args.expires)
+        _stderr.print(f"presigned for {args.expires} s: open the page within that time")
+    sys.stdout.write(page_url(args.page, url, args.token) + "\n")
     return 0
 
 
@@ -313,6 +381,7 @@ _REGISTRARS = (
     register_soak,
     _register_serve,
     _register_agent,
+    _register_agent_url,
 )
 
 

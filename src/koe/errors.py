@@ -11,6 +11,7 @@ Tree::
     ├── LimitError           an input or session crossed a configured limit
     ├── OverloadedError      admission control refused new work
     └── UpstreamError        a service koe calls (an LLM, a remote TTS endpoint) failed or is unreachable
+        └── ConnectionLostError  an open connection to it closed: a new one may succeed
 
 Library errors are mapped to these once, at the boundary, with ``raise ... from exc``.
 """
@@ -19,15 +20,19 @@ from __future__ import annotations
 
 
 class KoeError(Exception):
-    """Base of every error koe raises on purpose; ``code`` is the stable machine-readable name."""
+    """Base of every error koe raises on purpose; ``code`` is the stable machine-readable name, ``param``
+    the request field it is about, where there is one (OpenAI's error shape reports it)."""
 
     code = "internal_error"
+    param: str | None = None
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        if param is not None:
+            self.param = param
 
 
 class ConfigError(KoeError):
@@ -64,3 +69,7 @@ class OverloadedError(KoeError):
 
 class UpstreamError(KoeError):
     code = "upstream_error"
+
+
+class ConnectionLostError(UpstreamError):
+    """A connection that was open closed (the peer restarted, a network blip): reconnecting may help."""

@@ -66,6 +66,8 @@ class Settings:
     api_key: str | None = dataclasses.field(default=None, repr=False)
     allow_unauthenticated: bool = False  # silences the warning for a non-loopback host without a key
     cors_origins: tuple[str, ...] = ()  # origins whose pages may call the HTTP routes; "*" for any
+    # OpenAI's voice names → Kokoro voices, over koe's defaults: "alloy=af_bella,nova=bf_emma" (docs/api.md)
+    openai_voices: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (
@@ -109,6 +111,14 @@ class Settings:
                 len(key) >= MIN_API_KEY_CHARS and key.isascii() and key.isprintable() and " " not in key,
                 f"at least {MIN_API_KEY_CHARS} printable ASCII characters without spaces",
             )
+        _require(
+            "openai_voices",
+            all(
+                name.strip() and voice.strip()
+                for name, _, voice in (p.partition("=") for p in self.openai_voices)
+            ),
+            "NAME=VOICE pairs such as alloy=af_bella",
+        )
         _require(
             "cors_origins",
             all(o == "*" or o.startswith(("http://", "https://")) for o in self.cors_origins),

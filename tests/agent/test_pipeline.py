@@ -6,96 +6,20 @@ asked and when its stream was closed; TTS is the pipeline on a real scheduler wi
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable
 
 from koe.agent.base import Message, SpeakerSession, SpeakerTurn
 from koe.agent.events import AgentEvent, AudioReady, SegmentReady, TextDelta, TurnDone, TurnError, TurnStarted
-from koe.agent.inprocess import InProcessSpeaker
 from koe.agent.openai_compatible import OpenAICompatibleSource, OpenAIOptions
-from koe.agent.pipeline import AgentOptions, AgentSession, AgentTurn, SpeakerOpener
-from koe.agent.replay import ReplayPace, ReplaySource
+from koe.agent.pipeline import AgentSession, AgentTurn
 from koe.pipeline.synthesizer import Synthesizer
-from koe.scheduler.cost import SegmentCost
-from koe.scheduler.queue import Scheduler
 from live_server import loopback_socket
-from support.fake import FakeEngine, fake_speech
+from support.agent import RecordingSource, with_session
 
-T = TypeVar("T")
 ANSWER = (
     "Cats like quiet places to sleep. They also enjoy climbing high shelves to watch the room. "
     "Most of all they want a warm lap."
 )
-
-
-class RecordingSource:
-    """A real replay source that also records the conversations it was given and whether it was closed."""
-
-    simulated = True
-    label = "replay (simulation, recorded)"
-
-    def __init__(self, text: str, tokens_per_s: float = 20.0) -> None:
-        self._inner = ReplaySource(text, ReplayPace(tokens_per_s, 0.0))
-        self.asked: list[list[Message]] = []
-        self.closed = False
-        self.finished = False
-
-    async def stream(self, messages: Sequence[Message]) -> AsyncGenerator[str]:
-        self.asked.append(list(messages))
-        try:
-            async for token in self._inner.stream(messages):
-                yield token
-            self.finished = True
-        finally:
-            self.closed = True
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class Metrics:
-    """The pipeline's observer, counting what it is told."""
-
-    def __init__(self) -> None:
-        self.segments = 0
-        self.transports: list[str] = []
-
-    def synthesized(self, took_s: float, audio_s: float) -> None:
-        self.segments += 1
-
-    def first_audio(self, transport: str, latency_s: float) -> None:
-        self.transports.append(transport)
-
-
-class Loaded:
-    """The agent's view of a loaded model (what the server's runtime gives it)."""
-
-    ready = True
-
-    def __init__(self, synthesizer: Synthesizer) -> None:
-        self._synthesizer = synthesizer
-
-    def synthesizer(self) -> Synthesizer:
-        return self._synthesizer
-
-
-def with_session(
-    main: Callable[[AgentSession, Synthesizer], Awaitable[T]], open_speaker: SpeakerOpener | None = None
-) -> T:
-    async def run() -> T:
-        synthesizer = Synthesizer(
-            fake_speech(FakeEngine(delay_s=0.01)), Scheduler(2, 64), SegmentCost(), Metrics()
-        )
-        session = AgentSession(AgentOptions(), open_speaker or InProcessSpeaker(Loaded(synthesizer)).session)
-        try:
-            async with asyncio.timeout(60):
-                return await main(session, synthesizer)
-        finally:
-            await session.aclose()
-            await synthesizer.scheduler.aclose(5.0)
-
-    return asyncio.run(run())
 
 
 async def until(
@@ -135,7 +59,7 @@ def test_an_answer_is_spoken_while_it_is_still_being_written() -> None:
 
 def test_a_turn_that_fails_unexpectedly_still_tells_its_client_and_ends() -> None:
     class Broken:
-        async def turn(self, voice: str, speed: float) -> SpeakerTurn:
+        async def turn(self, voice: str, speed: float, lang: str | None = None) -> SpeakerTurn:
             raise RuntimeError("a bug in the TTS")
 
         async def aclose(self) -> None:

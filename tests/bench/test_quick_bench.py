@@ -55,6 +55,13 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
     assert timelines["batch"]["audio"][0][0] >= timelines["batch"]["tokens"][-1]
     assert len(timelines["koe"]["segments"]) >= 2
 
+    languages = scenarios["languages"]
+    assert set(languages) == {"en-us", "ja", "es"}
+    for entry in languages.values():
+        koe, batch = entry["strategies"]["koe"], entry["strategies"]["batch"]
+        assert 0 < koe["first_audio_s"]["median"] and koe["audio_s"]["median"] > 0.5
+        assert batch["audio_s"]["median"] > 0.5 and entry["audio_s_per_char"] > 0
+
     peer = scenarios["peer"]["strategies"]
     assert set(peer) == {"kokoro_onnx_create", "kokoro_onnx_create_stream", "koe_whole_text"}
     assert all(row["audio_s"]["median"] > 1.0 for row in peer.values())

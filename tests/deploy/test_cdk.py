@@ -1,4 +1,5 @@
-"""The CDK app, synthesized offline exactly as ``cdk synth`` runs it, and its template asserted.
+"""The CDK app, synthesized offline exactly as ``cdk synth`` runs it, and its templates asserted: the
+endpoint stack here, the agent's stack (AgentCore Runtime) in ``test_cdk_agent.py``.
 
 ``cdk synth`` runs ``python app.py`` with ``CDK_OUTDIR`` and ``CDK_CONTEXT_JSON`` set; the fixture does the
 same once (jsii start-up costs seconds), with both variants so the optional CPU variant is covered too.
@@ -8,8 +9,6 @@ Docker image assets are staged and hashed, not built: building and deploying nee
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,36 +22,15 @@ dockerfile_parse = pytest.importorskip(
 
 from aws_cdk.assertions import Match, Template  # noqa: E402 - after the skip above
 
-ROOT = Path(__file__).parents[2]
-CDK_DIR = ROOT / "deploy" / "cdk"
+from cdk_template import CDK_DIR, as_list, resources, statements  # noqa: E402
+
 STACK = "KoeEndpoint"
 INVOKE = "sagemaker:InvokeEndpointWithBidirectionalStream"
 CONCURRENCY_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
 #: Actions IAM defines without a resource type: ``"*"`` is the only valid resource for them.
 RESOURCELESS_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
-_SYNTH_TIMEOUT_S = 300
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def cloud_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    env = {
-        **os.environ,
-        "CDK_OUTDIR": str(outdir),
-        "CDK_CONTEXT_JSON": json.dumps({"koe:variants": "gpu,cpu"}),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-    }
-    subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=CDK_DIR,
-        env=env,
-        check=True,
-        timeout=_SYNTH_TIMEOUT_S,
-        capture_output=True,
-    )
-    return outdir
 
 
 @pytest.fixture(scope="module")
@@ -66,25 +44,6 @@ def template_json(cloud_assembly: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def template(template_json: dict[str, Any]) -> Template:
     return Template.from_json(template_json)
-
-
-def resources(template_json: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in template_json["Resources"].items() if v["Type"] == kind}
-
-
-def statements(template_json: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """Every IAM statement in the template, with the logical id of the policy that holds it."""
-    found = []
-    for logical_id, policy in resources(template_json, "AWS::IAM::Policy").items():
-        found += [(logical_id, s) for s in policy["Properties"]["PolicyDocument"]["Statement"]]
-    for logical_id, role in resources(template_json, "AWS::IAM::Role").items():
-        for inline in role["Properties"].get("Policies", []):
-            found += [(logical_id, s) for s in inline["PolicyDocument"]["Statement"]]
-    return found
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 def test_synth_defines_models_config_and_endpoint(template: Template) -> None:

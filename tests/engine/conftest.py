@@ -7,19 +7,19 @@ import pytest
 from koe.engine.assets import install_voices
 from koe.engine.onnx.decoder import StreamingDecoder
 from koe.engine.onnx.engine import OnnxEngine
-from koe.engine.voices import ENGLISH_VOICES, VoiceBank
+from koe.engine.voices import VOICES, VoiceBank
 from koe.pipeline.speech import Speech
 
 
 @pytest.fixture(scope="session")
 def installed_voices() -> Path:
-    """The verified voice directory (fetched once with npm pack, then cached)."""
-    return install_voices(list(ENGLISH_VOICES))
+    """The verified voice directory, all 54 voices (fetched once with npm pack, then cached)."""
+    return install_voices(list(VOICES))
 
 
 @pytest.fixture(scope="session")
 def voice_bank(installed_voices: Path) -> VoiceBank:
-    return VoiceBank.load(installed_voices, ENGLISH_VOICES)
+    return VoiceBank.load(installed_voices, VOICES)
 
 
 #: Voices the streaming tests calibrate (each costs ~10-20 s of CPU once, then is cached on disk).

@@ -13,14 +13,31 @@ from koe.engine.assets import (
     pinned_voice_hashes,
     verify,
 )
-from koe.engine.voices import ENGLISH_VOICES, VoiceBank
+from koe.engine.voices import ENGLISH_VOICES, VOICES, VoiceBank
 from koe.errors import AssetError
 
 
 def test_pinned_hashes_cover_every_voice_of_the_package() -> None:
     hashes = pinned_voice_hashes()
     assert len(hashes) == 54
-    assert set(ENGLISH_VOICES) <= set(hashes)
+    assert set(VOICES) == set(hashes) and set(ENGLISH_VOICES) < set(hashes)
+
+
+#: The project's measured hashes in its facts folder (shared/, beside the checkout or a folder above), if any.
+SHARED_HASHES = next(
+    (
+        found
+        for folder in Path(__file__).resolve().parents[3:6]
+        if (found := folder / "shared" / "kokoro-js-1.2.1-voices.sha256").is_file()
+    ),
+    Path("shared/absent"),
+)
+
+
+@pytest.mark.skipif(not SHARED_HASHES.is_file(), reason="no shared/ folder beside this checkout")
+def test_koes_copy_of_the_voice_hashes_is_the_measured_one() -> None:
+    shared = dict(reversed(line.split()) for line in SHARED_HASHES.read_text().splitlines())
+    assert {f"{name}.bin": digest for name, digest in pinned_voice_hashes().items()} == shared
 
 
 def test_packaged_model_is_the_pinned_int8_export() -> None:

@@ -150,6 +150,87 @@ def test_each_form_of_the_key_opens_a_websocket(
     run(main)
 
 
+def test_deepgrams_token_scheme_opens_http_and_websocket_routes(guarded: LiveServer) -> None:
+    token = {"Authorization": f"Token {KEY}"}
+    response = httpx.post(
+        guarded.http_url + "/v1/speak?encoding=linear16&container=none", json={"text": "Hi."}, headers=token
+    )
+    assert response.status_code == 200 and response.content
+
+    async def main() -> None:
+        async with connect(guarded.ws_url + "/v1/speak?encoding=linear16", additional_headers=token) as ws:
+            await send(ws, {"type": "Speak", "text": "Hi."})
+            await send(ws, {"type": "Flush"})
+            assert (await until(ws, of_type("Flushed")))[-1] == {"type": "Flushed", "sequence_id": 0}
+
+    run(main)
+
+
+@pytest.mark.parametrize("scheme", ["token", "bearer"])
+def test_a_browsers_subprotocol_pair_opens_a_websocket_and_is_answered(
+    guarded: LiveServer, scheme: str
+) -> None:
+    """``new WebSocket(url, ["token", key])``: the browser fails the connection unless the server picks a
+    subprotocol it offered, so koe answers ``token``."""
+
+    async def main() -> None:
+        async with connect(guarded.ws_url + "/v1/speak", subprotocols=[scheme, KEY]) as ws:  # type: ignore[list-item]
+            assert ws.subprotocol == scheme
+            await send(ws, {"type": "Speak", "text": "Hi."})
+            await send(ws, {"type": "Flush"})
+            assert (await until(ws, of_type("Flushed")))[-1]["type"] == "Flushed"
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("headers", "subprotocols", "says"),
+    [
+        (
+            {"Authorization": "Token wrong-key-0123456789abcdef"},
+            None,
+            "got a key as Authorization: Token that",
+        ),
+        ({"Authorization": "Bearer wrong-key-0123456789abcdef"}, None, "got a key as Authorization: Bearer"),
+        ({}, ["token", "wrong-key-0123456789abcdef"], "got a key as the subprotocol pair 'token, <key>'"),
+        ({"Authorization": "Basic dXNlcjpwYXNz"}, None, "an Authorization header in the 'Basic' scheme"),
+        ({"X-Api-Key": "wrong", "Authorization": "Token x"}, None, "Authorization: Token and X-Api-Key"),
+        ({}, None, "got none"),
+    ],
+)
+def test_a_refused_websocket_is_told_what_arrived(
+    guarded: LiveServer, headers: dict[str, str], subprotocols: list[str] | None, says: str
+) -> None:
+    async def main() -> None:
+        url = guarded.ws_url + "/v1/stream"
+        async with connect(url, additional_headers=headers, subprotocols=subprotocols) as ws:  # type: ignore[arg-type]
+            if subprotocols:
+                assert ws.subprotocol == "token"  # so that a browser can read why
+            error = await receive(ws)
+        assert isinstance(error, dict) and error["code"] == "unauthorized"
+        assert says in error["message"]
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("headers", "says"),
+    [
+        (
+            {"Authorization": "Token wrong-key-0123456789abcdef"},
+            "got a key as Authorization: Token that does",
+        ),
+        ({"Authorization": "Basic dXNlcjpwYXNz"}, "in the 'Basic' scheme"),
+        ({}, "got none"),
+    ],
+)
+def test_a_refused_request_is_told_what_arrived(
+    guarded: LiveServer, headers: dict[str, str], says: str
+) -> None:
+    response = httpx.post(guarded.http_url + "/invocations", json={"text": "Hi."}, headers=headers)
+    assert response.status_code == 401 and says in response.json()["message"]
+
+
 def test_the_pages_agent_socket_takes_the_key_in_its_query(guarded: LiveServer) -> None:
     async def main() -> None:
         async with connect(f"{guarded.ws_url}/agent/ws?api_key={KEY}") as ws:

@@ -26,8 +26,12 @@ def test_the_aws_sample_request_gets_start_audio_complete(fake_server: LiveServe
         assert events[0] == {"type": "synthesis_start", "request_id": "req-1"}
         complete = events[-1]
         assert isinstance(complete, dict)
-        assert set(complete) == {"type", "request_id", "total_duration_s", "elapsed_s"}
+        assert set(complete) == {
+            "type", "request_id", "total_duration_s", "elapsed_s", "duration_seconds", "elapsed_seconds"
+        }  # fmt: skip
         assert complete["request_id"] == "req-1"
+        assert complete["duration_seconds"] == complete["total_duration_s"]  # the sample client's names
+        assert complete["elapsed_seconds"] == complete["elapsed_s"]
         assert len(audio(events)) / (16000 * 2) == pytest.approx(complete["total_duration_s"], abs=0.01)
         assert complete["elapsed_s"] > 0
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from koe.audio.formats import AudioFormat
-from koe.errors import ConfigError, KoeError, LimitError, ProtocolError
+from koe.errors import ConfigError, KoeError, LimitError, ProtocolError, VoiceError
 from koe.server.protocol import parse_message, parse_query
 from koe.wire.messages import (
     Append,
@@ -24,6 +24,9 @@ from koe.wire.messages import (
     Error,
     Flush,
     Flushed,
+    NimSessionUpdated,
+    NimSpeechCompleted,
+    NimSpeechData,
     Request,
     SegmentEnd,
     SegmentStart,
@@ -52,6 +55,17 @@ def parse(data: str | bytes) -> object:
         ('{"type":"Flush"}', Flush(Dialect.DEEPGRAM)),
         ('{"type":"Clear"}', Cancel(Dialect.DEEPGRAM)),
         ('{"type":"Close"}', Close(Dialect.DEEPGRAM)),
+        # pipecat's NvidiaSageMakerTTSService, message for message
+        (
+            '{"type":"synthesize_session.update","session":{"input_text_synthesis":{"voice_name":"bf_emma",'
+            '"language_code":"en-GB"},"output_audio_params":{"sample_rate_hz":16000}}}',
+            Configure(SessionOptions("bf_emma", None, 16000, None, "en-gb"), Dialect.NIM),
+        ),
+        ('{"type":"synthesize_session.update","session":{}}', Configure(SessionOptions(), Dialect.NIM)),
+        ('{"type":"input_text.append","text":"Hi. "}', Append("Hi. ", Dialect.NIM)),
+        ('{"type":"input_text.commit"}', Flush(Dialect.NIM)),
+        ('{"type":"input_text.done"}', Flush(Dialect.NIM, last=True)),
+        ('{"type":"session.end"}', Close(Dialect.NIM)),
         (
             '{"type":"config","voice":"bf_emma","speed":1.25,"sample_rate":16000,"format":"mulaw","lang":"en_GB"}',
             Configure(SessionOptions("bf_emma", 1.25, 16000, AudioFormat.MULAW, "en-gb")),
@@ -97,11 +111,31 @@ def test_unknown_fields_are_ignored_for_forward_compatibility() -> None:
         ('{"type":"config","format":"mp3"}', ConfigError, "invalid_field", "pcm_s16le, mulaw, alaw"),
         ('{"type":"config","format":"vorbis"}', ConfigError, "invalid_field", "format"),
         ('{"type":"config","format":3}', ConfigError, "invalid_field", "format"),
-        ('{"type":"config","lang":"fr-fr"}', ConfigError, "invalid_field", "lang"),
+        ('{"type":"config","lang":"ko"}', ConfigError, "invalid_field", "lang"),
         ('{"type":"config","lang":1}', ConfigError, "invalid_field", "lang"),
         ('{"type":"config","voice":""}', ConfigError, "invalid_field", "voice"),
         ('{"type":"config","voice":["af_sky"]}', ConfigError, "invalid_field", "voice"),
         ('{"type":"config","voice":"' + "x" * 500 + '"}', ConfigError, "invalid_field", "..."),
+        ('{"type":"synthesize_session.update","session":[]}', ProtocolError, "invalid_message", "session"),
+        (
+            '{"type":"synthesize_session.update","session":{"output_audio_params":{"audio_format":"OGG_OPUS"}}}',
+            ConfigError,
+            "invalid_field",
+            "LINEAR_PCM only",
+        ),
+        (
+            '{"type":"synthesize_session.update","session":{"output_audio_params":{"num_channels":2}}}',
+            ConfigError,
+            "invalid_field",
+            "mono",
+        ),
+        (
+            '{"type":"synthesize_session.update","session":{"input_text_synthesis":{"language_code":"de-DE"}}}',
+            ConfigError,
+            "invalid_field",
+            "lang",
+        ),
+        ('{"type":"input_text.append","text":null}', ProtocolError, "invalid_message", "text"),
         ('{"type":"append","text":"' + "a" * 101 + '"}', LimitError, "text_too_long", "limit of 100"),
         ('{"type":"append","text":"' + "a" * 5000 + '"}', LimitError, "message_too_large", "4096"),
     ],
@@ -162,6 +196,23 @@ def test_query_parameters_configure_a_session_and_unknown_ones_are_ignored() -> 
         }
     )
     assert options == SessionOptions("am_echo", 0.9, 8000, AudioFormat.ALAW, "en-us")
+
+
+@pytest.mark.parametrize(
+    ("model", "voice"),
+    [("aura-2-thalia-en", "af_bella"), ("aura-asteria-en", "af_sarah"), ("aura-2-draco-en", "bm_lewis"),
+     ("AURA-2-HELENA-EN", "af_heart"), ("bf_emma", "bf_emma"), ("af_sky(2)+af_nova", "af_sky(2)+af_nova")],
+)  # fmt: skip
+def test_deepgrams_model_names_the_voice(model: str, voice: str) -> None:
+    assert parse_query({"model": model}).voice == voice
+    assert parse_query({"model": model, "voice": "am_echo"}).voice == "am_echo"  # voice= wins
+
+
+@pytest.mark.parametrize("model", ["aura-2-nobody-en", "aura-2-thalia-es"])
+def test_an_aura_model_koe_has_no_voice_for_is_refused_with_the_list(model: str) -> None:
+    with pytest.raises(VoiceError, match="thalia") as raised:
+        parse_query({"model": model})
+    assert raised.value.code == "unknown_voice" and model in raised.value.message
 
 
 def test_deepgram_encoding_names_the_format() -> None:
@@ -226,7 +277,23 @@ def test_options_a_client_names_apply_over_those_in_force() -> None:
         (SynthesisStart("r1"), {"type": "synthesis_start", "request_id": "r1"}),
         (
             SynthesisComplete(9, 1.5, 0.75),
-            {"type": "synthesis_complete", "request_id": 9, "total_duration_s": 1.5, "elapsed_s": 0.75},
+            {
+                "type": "synthesis_complete",
+                "request_id": 9,
+                "total_duration_s": 1.5,
+                "elapsed_s": 0.75,
+                "duration_seconds": 1.5,
+                "elapsed_seconds": 0.75,
+            },
+        ),
+        (NimSpeechData("AAA="), {"type": "conversation.item.speech.data", "audio": "AAA="}),
+        (NimSpeechCompleted(), {"type": "conversation.item.speech.completed"}),
+        (
+            NimSessionUpdated({"output_audio_params": {"sample_rate_hz": 16000}}),
+            {
+                "type": "synthesize_session.updated",
+                "session": {"output_audio_params": {"sample_rate_hz": 16000}},
+            },
         ),
         (DeepgramFlushed(0), {"type": "Flushed", "sequence_id": 0}),
         (DeepgramCleared(1), {"type": "Cleared", "sequence_id": 1}),

@@ -21,8 +21,9 @@ import numpy as np
 from koe.engine.base import AudioChunk, BufferedAudio, Capabilities, StreamEvent, SynthesisRequest
 from koe.engine.timing import FRAME_SAMPLES, SegmentTiming, WordSpan
 from koe.engine.vocab import tokenize, vocabulary
-from koe.engine.voices import ENGLISH_VOICES, STYLE_ROWS, STYLE_WIDTH, VoiceBank
+from koe.engine.voices import STYLE_ROWS, STYLE_WIDTH, VOICES, VoiceBank
 from koe.errors import SynthesisError
+from koe.languages import CODES
 from koe.pipeline.speech import Speech
 from koe.types import SAMPLE_RATE, Audio, StyleTable
 
@@ -36,7 +37,8 @@ _PUNCTUATION = '.,;:!?"()'
 
 
 class FakeG2P:
-    """Each word's letters, lower-cased, as phonemes ("g" as IPA "ɡ"); punctuation the model knows stays."""
+    """Each word's letters, lower-cased, as phonemes ("g" as IPA "ɡ", a letter of another script as "a");
+    punctuation the model knows stays."""
 
     def __init__(self, lang: str) -> None:
         self.lang = lang
@@ -49,7 +51,8 @@ class FakeG2P:
         out = ""
         spans: list[WordSpan] = []
         for match in re.finditer(r"\S+", text):
-            symbols = "".join(c for c in match.group().lower().replace("g", "ɡ") if c in vocab)
+            word_text = "".join("a" if c.isalpha() and c not in vocab else c for c in match.group().lower())
+            symbols = "".join(c for c in word_text.replace("g", "ɡ") if c in vocab)
             letters = symbols.strip(_PUNCTUATION)
             if not letters:
                 out += symbols
@@ -185,14 +188,21 @@ class FakeStream(Iterator[StreamEvent]):
 
 
 def fake_voices() -> VoiceBank:
-    """The English voice names, each a constant style table of its own level (a blend lies between)."""
+    """Every voice name (54), each a constant style table of its own level (a blend lies between)."""
     tables = {
-        name: np.full((STYLE_ROWS, 1, STYLE_WIDTH), (index + 1) / len(ENGLISH_VOICES), dtype=np.float32)
-        for index, name in enumerate(ENGLISH_VOICES)
+        name: np.full((STYLE_ROWS, 1, STYLE_WIDTH), (index + 1) / len(VOICES), dtype=np.float32)
+        for index, name in enumerate(VOICES)
     }
     return VoiceBank(tables)
 
 
 def fake_speech(engine: FakeEngine | None = None) -> Speech:
-    """A :class:`Speech` on the fake engine and G2P (American and British), ready at once."""
-    return Speech(engine or FakeEngine(), fake_voices(), {lang: FakeG2P(lang) for lang in ("en-us", "en-gb")})
+    """A :class:`Speech` on the fake engine and G2P (every language), ready at once."""
+    return Speech(engine or FakeEngine(), fake_voices(), {lang: FakeG2P(lang) for lang in CODES})
+
+
+def fake_seconds(text: str, speed: float = 1.0) -> float:
+    """How long the fake engine speaks ``text`` when it is one segment: its tokens' frames and the pads."""
+    tokens = len(tokenize(FakeG2P("en-us").phonemize(text)))
+    frames = tokens * max(1, round(FRAMES_PER_TOKEN / speed)) + 2
+    return frames * FRAME_SAMPLES / SAMPLE_RATE

@@ -6,10 +6,17 @@ AudioWorklet runs without a sound device, so "played" means rendered by the audi
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
-from live_server import LiveServer
+from koe.agent.config import LLMConfig
+from koe.agent.remote import RemoteSpeaker
+from koe.agent.routes import create_agent_app
+from koe.agent.service import VoiceAgent
+from koe.client.target import parse_target
+from koe.settings import Settings
+from live_server import LOOPBACK, LiveServer, run_server
 
 THREE_SENTENCES = (
     "The first sentence is short. The second one takes a little longer to write, token by token. "
@@ -36,6 +43,11 @@ def test_read_aloud_plays_before_the_text_is_written_and_stop_silences_it(
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(koe_server.http_url + "/")
     page.wait_for_function("window.koe && window.koe.state === 'ready'", timeout=WAIT_MS)
+    groups = page.eval_on_selector_all(
+        "#voice optgroup", "(els) => els.map((e) => [e.label, e.children.length])"
+    )
+    assert groups[0] == ["American English", 20] and ["Japanese", 5] in groups and len(groups) == 9
+    assert page.eval_on_selector("#voice", "(el) => el.value") == "af_heart"
 
     read_aloud(page, THREE_SENTENCES, tokens_per_s=6)
     page.wait_for_function("window.koe.timings.lastAudio !== undefined", timeout=WAIT_MS)
@@ -66,3 +78,33 @@ def test_read_aloud_plays_before_the_text_is_written_and_stop_silences_it(
     assert after["audioFrames"] == frames_at_stop  # audio still in flight was dropped, not queued
     assert page.is_disabled("#stop")
     assert errors == []
+
+
+def test_the_page_talks_to_an_agent_elsewhere_by_its_url_and_sends_a_jwt_as_agentcore_wants(
+    fake_server: LiveServer, browser: Any
+) -> None:
+    """``/#agent=<wss URL>&token=<JWT>``: the page served by one server, the agent (``koe agent`` speaking
+    through that server) on another; the voices come in the socket's first message, the token as the
+    subprotocol pair, and every piece of a segment's audio lands after the one before."""
+    speaker = RemoteSpeaker(parse_target(fake_server.ws_url, environ={}), ["af_heart", "bf_emma", "am_adam"])
+    with run_server(
+        create_agent_app(VoiceAgent(speaker, LLMConfig("none"))), Settings(host=LOOPBACK, port=0)
+    ) as agent:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        protocols: list[str] = []
+        page.on("websocket", lambda ws: protocols.append(ws.url))
+        page.goto(f"{fake_server.http_url}/#agent={agent.ws_url}/ws&token=eyJhbGciOi.eyJzdWIi.c2ln")
+        page.wait_for_function("window.koe && window.koe.state === 'ready'", timeout=WAIT_MS)
+        options = page.eval_on_selector_all("#voice option", "(els) => els.map((el) => el.value)")
+        assert options == ["af_heart", "am_adam", "bf_emma"]  # the agent's voices, grouped by language
+        read_aloud(page, THREE_SENTENCES, tokens_per_s=40)
+        page.wait_for_function("window.koe.timings.lastAudio !== undefined", timeout=WAIT_MS)
+        koe = page.evaluate("window.koe")
+    assert protocols == [f"{agent.ws_url}/ws"]  # the agent's socket, not the serving page's own
+    assert koe["answer"] == THREE_SENTENCES and errors == []
+    segments = koe["segments"]
+    assert len(segments) >= 2 and koe["audioFrames"] > len(segments)  # segments came in several pieces
+    assert segments[0]["start"] == 0 and all(s["start"] < s["end"] for s in segments)
+    assert all(a["end"] == b["start"] for a, b in itertools.pairwise(segments))

@@ -226,6 +226,9 @@ class KoeEndpointStack(cdk.Stack):
                 scale_out_cooldown=cdk.Duration.seconds(SCALE_OUT_COOLDOWN_S),
             )
 
+        #: what the agent's stack speaks to (deploy/cdk/koe_cdk/runtime.py)
+        self.endpoint_name: str = endpoint.attr_endpoint_name
+        self.endpoint_arn: str = endpoint_arn
         agent = AgentAccess(self, "Agent", endpoint_arn=endpoint_arn)
         cdk.CfnOutput(self, "KoeEndpointName", value=endpoint.attr_endpoint_name)
         cdk.CfnOutput(self, "KoeEndpointArn", value=endpoint_arn)

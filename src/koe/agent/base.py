@@ -88,6 +88,12 @@ class Spoken:
 class SpeakerTurn(Protocol):
     """One turn's text going in, its segments' audio coming out, in order."""
 
+    @property
+    def reconnected(self) -> str | None:
+        """Why this turn runs on a new connection to a remote TTS (the previous one closed); ``None``
+        when it did not change (always, in this process)."""
+        ...
+
     async def add(self, text: str) -> None:
         """More text of the turn (any size)."""
         ...
@@ -108,8 +114,8 @@ class SpeakerTurn(Protocol):
 class SpeakerSession(Protocol):
     """A listener's connection to the TTS: turns of one conversation are spoken one after another."""
 
-    async def turn(self, voice: str, speed: float) -> SpeakerTurn:
-        """Open the next turn.
+    async def turn(self, voice: str, speed: float, lang: str | None = None) -> SpeakerTurn:
+        """Open the next turn, its text read as ``lang`` (None: the voice's language).
 
         Raises:
             VoiceError: unknown voice. OverloadedError: the TTS refused work. UpstreamError: a remote

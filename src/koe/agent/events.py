@@ -1,9 +1,11 @@
 """What a voice-agent turn tells its client, and how each event is written on the wire (no I/O here).
 
 Every turn emits ``turn`` first and ``done`` last; between them ``text_delta`` as the LLM writes,
-``segment`` when a segment's audio is ready, followed by its ``audio``, and ``error`` for failures (a
-failure that ends the turn is still followed by ``done``). Over Server-Sent Events audio is base64 PCM16
-inside the JSON; over the browser WebSocket it is a JSON header and one binary frame.
+``segment`` when a segment's audio is ready, followed by its ``audio``, ``error`` for failures (a
+failure that ends the turn is still followed by ``done``) and ``reconnected`` when the turn runs on a new
+TTS connection because the last one closed. Over Server-Sent Events audio is base64 PCM16 inside the
+JSON; over the browser WebSocket it is a JSON header and one binary frame per piece of at most
+``AUDIO_FRAME_BYTES`` (AgentCore Runtime closes a WebSocket whose frame passes 32 KB).
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from typing import Any, ClassVar
 
 from koe.pipeline.words import SpokenWord
 
+#: The most PCM bytes in one binary WebSocket frame (0.34 s at 24 kHz), under AgentCore Runtime's 32 KB
+#: frame limit with room to spare.
+AUDIO_FRAME_BYTES = 16_384
+
 
 @dataclass(frozen=True, slots=True)
 class SessionOpened:
@@ -22,6 +28,8 @@ class SessionOpened:
 
     TYPE: ClassVar[str] = "session"
     session_id: str
+    # what ``GET /info`` says, for a page that reaches the agent only through this socket (AgentCore)
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,15 @@ class Interrupted:
 
 
 @dataclass(frozen=True, slots=True)
+class Reconnected:
+    """The turn runs on a new TTS connection: the previous one closed (``message`` says how)."""
+
+    TYPE: ClassVar[str] = "reconnected"
+    turn: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnError:
     TYPE: ClassVar[str] = "error"
     turn: int | None  # None: the request was refused before a turn began
@@ -99,7 +116,15 @@ class TurnDone:
 
 
 AgentEvent = (
-    SessionOpened | TurnStarted | TextDelta | SegmentReady | AudioReady | Interrupted | TurnError | TurnDone
+    SessionOpened
+    | TurnStarted
+    | TextDelta
+    | SegmentReady
+    | AudioReady
+    | Interrupted
+    | Reconnected
+    | TurnError
+    | TurnDone
 )
 
 
@@ -127,14 +152,20 @@ def to_sse(event: AgentEvent) -> str:
 
 
 def to_frames(event: AgentEvent) -> list[str | bytes]:
-    """The event as WebSocket frames: audio is a JSON header (without the samples) then one binary frame."""
+    """The event as WebSocket frames. Audio is, per piece of at most ``AUDIO_FRAME_BYTES`` (whole
+    samples), a JSON header without the samples then one binary frame; the pieces of a segment share its
+    ``index`` and come in order."""
     if isinstance(event, AudioReady):
-        header = {
-            "type": event.TYPE,
-            "turn": event.turn,
-            "index": event.index,
-            "sample_rate": event.sample_rate,
-            "bytes": len(event.pcm),
-        }
-        return [json.dumps(header, separators=(",", ":")), event.pcm]
+        frames: list[str | bytes] = []
+        for start in range(0, max(len(event.pcm), 1), AUDIO_FRAME_BYTES):
+            piece = event.pcm[start : start + AUDIO_FRAME_BYTES]
+            header = {
+                "type": event.TYPE,
+                "turn": event.turn,
+                "index": event.index,
+                "sample_rate": event.sample_rate,
+                "bytes": len(piece),
+            }
+            frames += [json.dumps(header, separators=(",", ":")), piece]
+        return frames
     return [json.dumps(to_dict(event), ensure_ascii=False, separators=(",", ":"))]

@@ -44,6 +44,8 @@ class SynthesizerSource(Protocol):
 class InProcessTurn:
     """One agent turn on the shared scheduler."""
 
+    reconnected: str | None = None  # no connection to lose
+
     def __init__(self, speaker: Speaker) -> None:
         self._speaker = speaker
         self._events: AsyncIterator[SpeechEvent] = speaker.events()
@@ -88,10 +90,10 @@ class InProcessSession:
         self._source = source
         self._listener = Listener()
 
-    async def turn(self, voice: str, speed: float) -> InProcessTurn:
-        """Raises ``ConfigError`` for a bad voice or speed, ``OverloadedError`` when refused."""
+    async def turn(self, voice: str, speed: float, lang: str | None = None) -> InProcessTurn:
+        """Raises ``ConfigError`` for a bad voice, speed or language, ``OverloadedError`` when refused."""
         synthesizer = self._source.synthesizer()
-        stream = synthesizer.stream(synthesizer.voice(voice, speed), self._listener, whole=True)
+        stream = synthesizer.stream(synthesizer.voice(voice, speed, lang), self._listener, whole=True)
         try:
             stream.start()
         except OverloadedError:

@@ -22,6 +22,7 @@ from koe.agent.events import (
     AgentEvent,
     AudioReady,
     Interrupted,
+    Reconnected,
     SegmentReady,
     TextDelta,
     Timings,
@@ -30,13 +31,35 @@ from koe.agent.events import (
     TurnStarted,
 )
 from koe.errors import ConfigError, KoeError, LimitError, SynthesisError
+from koe.languages import DEFAULT, Language, language, of_voice
 
 logger = logging.getLogger(__name__)
 
+#: ``{language}`` is the turn's language by its own name ("日本語"), so the LLM answers in what the voice
+#: speaks.
 DEFAULT_SYSTEM_PROMPT = (
     "You are a friendly voice assistant. Your answers are spoken aloud, so answer in one or two short "
-    "sentences of plain conversational English, with no lists, markdown, code or emoji."
+    "sentences of plain conversational {language}, with no lists, markdown, code or emoji."
 )
+
+
+def system_prompt(template: str, lang: Language) -> str:
+    """The system prompt for a turn in ``lang``: ``{language}`` filled in, or, for a prompt without it
+    and a language other than English, a last line asking for that language."""
+    if "{language}" in template:
+        return template.replace("{language}", lang.native)
+    if lang.family == DEFAULT.family:
+        return template
+    return f"{template}\nAlways answer in {lang.name} ({lang.native})."
+
+
+def turn_language(voice: str, lang: str | None) -> Language:
+    """The language a turn speaks: ``lang`` when given, else the voice's (its first letter, as Kokoro's).
+
+    Raises:
+        ConfigError: ``lang`` is no Kokoro language.
+    """
+    return language(lang) if lang is not None else of_voice(voice.strip()) or DEFAULT
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +67,7 @@ class AgentOptions:
     """Limits and defaults of every session; all finite.
 
     Attributes:
-        system_prompt: sent first in every conversation.
+        system_prompt: sent first in every conversation; ``{language}`` becomes the turn's language.
         max_history_messages: the most user/assistant messages kept (oldest exchanges drop first).
         max_prompt_chars: the longest question (or read-aloud text) accepted.
         max_answer_chars: an answer is cut here (the LLM stream is closed) and this is reported.
@@ -77,11 +100,12 @@ class AgentTurn:
     source: LLMSource
     voice: str
     speed: float
+    lang: Language
     events: asyncio.Queue[AgentEvent]
     started: float = field(default_factory=time.monotonic)
     answer: str = ""
     spans: list[tuple[int, int]] = field(default_factory=list)  # segments whose audio was emitted
-    taken: int = 0  # segments whose audio the client has taken from the queue
+    taken: int = 0  # segments whose audio the client has taken from the queue (a count, as ``spans``)
     audio_s: float = 0.0
     first_token: float | None = None
     first_audio: float | None = None
@@ -128,12 +152,20 @@ class AgentSession:
         self._last_task: asyncio.Task[None] | None = None  # the latest turn's task, until it has cleaned up
 
     async def start(
-        self, prompt: str, source: LLMSource, *, voice: str | None = None, speed: float = 1.0
+        self,
+        prompt: str,
+        source: LLMSource,
+        *,
+        voice: str | None = None,
+        speed: float = 1.0,
+        lang: str | None = None,
     ) -> AgentTurn:
         """Begin a turn (interrupting the one being spoken) and return it; read it with :meth:`events`.
 
+        The LLM is asked to answer in the turn's language: ``lang``, or the voice's.
+
         Raises:
-            ConfigError: empty prompt. LimitError: prompt over ``max_prompt_chars``.
+            ConfigError: empty prompt or unknown ``lang``. LimitError: prompt over ``max_prompt_chars``.
         """
         if not prompt.strip():
             raise ConfigError("expected a non-empty prompt", code="invalid_field")
@@ -142,17 +174,15 @@ class AgentSession:
                 f"prompt of {len(prompt)} characters is over the limit of {self._options.max_prompt_chars}",
                 code="text_too_long",
             )
+        voice = voice or self._options.default_voice
+        spoken = turn_language(voice, lang)
         await self.interrupt()
         turn = AgentTurn(
-            self._turns,
-            prompt,
-            source,
-            voice or self._options.default_voice,
-            speed,
-            asyncio.Queue(self._options.event_buffer),
+            self._turns, prompt, source, voice, speed, spoken, asyncio.Queue(self._options.event_buffer)
         )
         self._turns += 1
-        messages = [Message("system", self._options.system_prompt), *self.history, Message("user", prompt)]
+        instructions = system_prompt(self._options.system_prompt, spoken)
+        messages = [Message("system", instructions), *self.history, Message("user", prompt)]
         self._current = turn
         turn.task = asyncio.create_task(self._run(turn, messages), name=f"koe-agent-{self.id}-{turn.number}")
         self._last_task = turn.task
@@ -164,7 +194,7 @@ class AgentSession:
             while not turn.delivered:
                 event = await turn.events.get()
                 if isinstance(event, AudioReady):
-                    turn.taken = event.index + 1
+                    turn.taken += 1  # segments heard, not the last index: a failed segment has no audio
                 turn.delivered = isinstance(event, TurnDone)
                 yield event
         finally:
@@ -224,7 +254,11 @@ class AgentSession:
         try:
             if self._speaker is None:
                 self._speaker = await self._open_speaker()
-            tts = await self._speaker.turn(turn.voice, turn.speed)
+            tts = await self._speaker.turn(turn.voice, turn.speed, turn.lang.code)
+            if tts.reconnected is not None:
+                await turn.events.put(
+                    Reconnected(turn.number, f"the TTS connection was reopened: {tts.reconnected}")
+                )
             try:
                 async with asyncio.TaskGroup() as tg:
                     tg.create_task(self._write(turn, messages, tts))
@@ -276,11 +310,12 @@ class AgentSession:
         await tts.finish()
 
     async def _speak(self, turn: AgentTurn, tts: SpeakerTurn) -> None:
-        """The TTS turn's segments → the client, in order; a segment that fails is reported and skipped."""
+        """The TTS turn's segments → the client, in order; a segment that fails is reported and skipped
+        (the engine failed, or its text is in a script the turn's language cannot read)."""
         while True:
             try:
                 spoken = await tts.next()
-            except SynthesisError as exc:
+            except (SynthesisError, ConfigError) as exc:
                 await turn.events.put(TurnError(turn.number, exc.code, exc.message))
                 continue
             if spoken is None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from koe.agent.replay import DEFAULT_FIRST_TOKEN_DELAY_S, DEFAULT_TOKENS_PER_S, ReplayPace
 from koe.errors import ConfigError, ProtocolError
-from koe.wire.fields import speed_field, voice_field
+from koe.wire.fields import lang_field, speed_field, voice_field
 from koe.wire.json import parse_object
 
 #: The longest session id a client may choose.
@@ -24,6 +24,7 @@ class Ask:
     prompt: str
     voice: str | None = None
     speed: float = 1.0
+    lang: str | None = None  # None: the voice's language
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class Read:
     pace: ReplayPace
     voice: str | None = None
     speed: float = 1.0
+    lang: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,15 +103,16 @@ def _turn_request(obj: dict[str, Any], *, read: bool) -> TurnRequest:
         raise ConfigError(f"{field} must be a non-empty string", code="invalid_field")
     voice = None if obj.get("voice") is None else voice_field(obj["voice"])
     speed = 1.0 if obj.get("speed") is None else speed_field(obj["speed"])
+    lang = None if obj.get("lang") is None else lang_field(obj["lang"])
     if not read:
-        return Ask(text, voice, speed)
+        return Ask(text, voice, speed, lang)
     pace = ReplayPace(
         tokens_per_s=_number(obj.get("tokens_per_s", DEFAULT_TOKENS_PER_S), "tokens_per_s"),
         first_token_delay_s=_number(
             obj.get("first_token_delay_s", DEFAULT_FIRST_TOKEN_DELAY_S), "first_token_delay_s"
         ),
     )
-    return Read(text, pace, voice, speed)
+    return Read(text, pace, voice, speed, lang)
 
 
 def _number(value: object, name: str) -> float:

@@ -4,7 +4,8 @@
 * ``POST /invocations`` — ``{"prompt"|"read", "session_id"?, "voice"?, "speed"?}`` answered as
   Server-Sent Events (:mod:`koe.agent.events`); a client that disconnects interrupts its turn.
 * ``WS /ws`` — the browser's session: JSON requests in, JSON events and binary PCM16 frames out.
-* ``GET /info`` — what the page needs: the LLM in use (or how to enable one), voices, sample rate.
+* ``GET /info`` — what the page needs: the LLM in use (or how to enable one), voices (also grouped by
+  language), sample rate.
 
 ``koe serve`` mounts these under ``/agent`` beside the TTS routes and serves the page at ``/``
 (:mod:`koe.app`); ``koe agent`` serves them at the root as well, as AgentCore expects.
@@ -16,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import cast
+from typing import Any, cast
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -32,6 +33,7 @@ from koe.agent.protocol import Ask, Interrupt, TurnRequest, parse_invocation, pa
 from koe.agent.replay import ReplaySource
 from koe.agent.service import VoiceAgent
 from koe.errors import KoeError, LimitError, OverloadedError
+from koe.languages import DEFAULT, LANGUAGES, of_voice
 from koe.types import SAMPLE_RATE
 from koe.web import page
 from koe.wire.body import read_body
@@ -51,11 +53,26 @@ AGENTCORE_SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 MAX_SOCKETS = 64
 #: A socket with no message and no turn for this long is closed (1008).
 IDLE_TIMEOUT_S = 600.0
+#: The subprotocol a browser offers beside ``base64UrlBearerAuthorization.<token>`` to send AgentCore
+#: Runtime its JWT (docs/deploy.md).
+BEARER_SUBPROTOCOL = "base64UrlBearerAuthorization"
 
 
 def _body_limit(agent: VoiceAgent) -> int:
     """The largest request accepted: the longest prompt in the worst UTF-8 case, plus the other fields."""
     return agent.options.max_prompt_chars * 4 + 1024
+
+
+def voice_groups(voices: list[str]) -> list[dict[str, Any]]:
+    """The voices by language, in koe's order of languages: ``[{lang, language, voices}]``."""
+    groups: dict[str, list[str]] = {}
+    for name in voices:
+        groups.setdefault((of_voice(name) or DEFAULT).code, []).append(name)
+    return [
+        {"lang": lang.code, "language": lang.name, "voices": groups[lang.code]}
+        for lang in LANGUAGES
+        if lang.code in groups
+    ]
 
 
 class AgentEndpoints:
@@ -79,18 +96,21 @@ class AgentEndpoints:
             return JSONResponse({"status": "Healthy"})
         return JSONResponse({"status": "Unhealthy", "message": "the TTS is not ready"}, status_code=503)
 
-    async def info(self, request: Request) -> Response:
+    def describe(self) -> dict[str, Any]:
+        """What the page needs: the LLM in use (or how to enable one), the voices, the sample rate."""
         config = self.agent.llm_config
-        return JSONResponse(
-            {
-                "llm": config.describe(),
-                "llm_available": config.kind != "none",
-                "how_to_enable": HOW_TO_ENABLE if config.kind == "none" else None,
-                "voices": self.agent.speaker.voices(),
-                "default_voice": self.agent.options.default_voice,
-                "sample_rate": SAMPLE_RATE,
-            }
-        )
+        return {
+            "llm": config.describe(),
+            "llm_available": config.kind != "none",
+            "how_to_enable": HOW_TO_ENABLE if config.kind == "none" else None,
+            "voices": self.agent.speaker.voices(),
+            "voice_groups": voice_groups(self.agent.speaker.voices()),
+            "default_voice": self.agent.options.default_voice,
+            "sample_rate": SAMPLE_RATE,
+        }
+
+    async def info(self, request: Request) -> Response:
+        return JSONResponse(self.describe())
 
     async def invocations(self, request: Request) -> Response:
         """Start a turn and stream its events; errors before the turn are JSON with their HTTP status."""
@@ -115,7 +135,10 @@ class AgentEndpoints:
 
     async def socket(self, websocket: WebSocket) -> None:
         """One browser session: a reader here, one forwarding task per turn (each after the previous)."""
-        await websocket.accept()
+        # A browser that offered subprotocols drops a socket that selects none; AgentCore's JWT route has
+        # the browser offer its sentinel (the token rides beside it), so that one is selected.
+        offered = websocket.scope.get("subprotocols", [])
+        await websocket.accept(subprotocol=BEARER_SUBPROTOCOL if BEARER_SUBPROTOCOL in offered else None)
         if self._sockets >= MAX_SOCKETS:
             error = OverloadedError(
                 f"all {MAX_SOCKETS} agent sessions are in use; retry later", code="too_many_sessions"
@@ -145,7 +168,7 @@ class AgentEndpoints:
                 return  # the reader sees the disconnect too and ends the session
 
         try:
-            await send(SessionOpened(session.id))
+            await send(SessionOpened(session.id, self.describe()))
             while True:
                 try:
                     async with asyncio.timeout(IDLE_TIMEOUT_S):
@@ -189,7 +212,7 @@ class AgentEndpoints:
             source, text = await self.agent.llm(), request.prompt
         else:
             source, text = ReplaySource(request.text, request.pace), request.text
-        return await session.start(text, source, voice=request.voice, speed=request.speed)
+        return await session.start(text, source, voice=request.voice, speed=request.speed, lang=request.lang)
 
     def _close_later(self, closing: Awaitable[None]) -> None:
         """Finish a session's clean-up in its own task: the request's task may be cancelled already."""

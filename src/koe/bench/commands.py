@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -17,7 +18,7 @@ _stderr = Console(stderr=True)
 #: Piped output gets wide tables rather than 80 columns of wrapped cells.
 _PIPED_WIDTH = 120
 #: Scenarios that ``koe bench --only`` runs alone, each writing a report of its own.
-ALONE = ("reading",)
+ALONE = ("reading", "languages")
 
 
 def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,7 +36,10 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("--ttfa-threshold", type=float, help="capacity: most s from first sentence to audio")
     parser.add_argument(
-        "--only", choices=ALONE, help="one scenario alone: reading (the LLM-English corpus, heard by ASR)"
+        "--only",
+        choices=ALONE,
+        help="one scenario alone: reading (the LLM-English corpus, heard by ASR), languages (streamed ja/es"
+        " answers vs en)",
     )
     parser.set_defaults(handler=_run_bench)
 
@@ -63,8 +67,10 @@ def _run_bench(args: argparse.Namespace) -> int:
         ttfa_threshold_s=args.ttfa_threshold,
         only=args.only,
     )
+    if config.only == "languages":
+        return _run_languages(config)
     command = " ".join(["koe", *sys.argv[1:]])
-    console = Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
+    console = _console()
     if config.only == "reading":
         from koe.bench.reading import run_alone
 
@@ -78,6 +84,24 @@ def _run_bench(args: argparse.Namespace) -> int:
     report.print_tables(results, console)
     _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
+
+
+def _run_languages(config: Any) -> int:
+    import json
+
+    from koe.bench import languages, report
+
+    results = languages.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
+    config.out.mkdir(parents=True, exist_ok=True)
+    path = config.out / languages.JSON_NAME
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    report.print_sections([report.Section(*languages.table(results["languages"]))], _console())
+    _stderr.print(f"wrote {path}")
+    return 0
+
+
+def _console() -> Console:
+    return Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
 
 
 def register_soak(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

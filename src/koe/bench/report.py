@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from koe.bench import plots
+from koe.bench import languages, plots
 from koe.bench.turns import TurnTrace
 
 JSON_NAME = "bench.json"
@@ -71,12 +71,14 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         scenarios["peer"]["strategies"],
         f"2 · peer library, whole text at once: {scenarios['peer']['library']} vs koe (medians)",
     )
+    extra = [Section(*languages.table(scenarios["languages"]))] if "languages" in scenarios else []
     return [
         agent,
         peer,
         _barge_in(scenarios["barge_in"]),
         _capacity(scenarios["capacity"]),
         reading_section(scenarios["reading"]),
+        *extra,
         _engine(report),
         _targets(report),
     ]

@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from koe.bench import bargein, capacity, engine, peer, reading
+from koe.bench import bargein, capacity, engine, languages, peer, reading
 from koe.bench.config import ANSWER, BenchConfig
 from koe.bench.stats import Summary, summarize, worst_case
 from koe.bench.target import in_process_server, wait_ready
@@ -260,6 +260,8 @@ async def _serve_and_measure(
             report["scenarios"]["barge_in"] = await _barge_in(config, url, steps)
             report["scenarios"]["capacity"] = await _capacity(config, url, steps)
             report["scenarios"]["reading"] = await _reading(config, url, steps)
+            step = steps.add("7 languages (en-us / ja / es)", 2 * len(languages.ANSWERS) * config.repeats)
+            report["scenarios"]["languages"] = await languages.measure(config, url, step)
         report["rss_mb"]["after_server_scenarios"] = engine.rss_mb()
         report["scenarios"]["engine"] = await asyncio.to_thread(_engine, config, speech, kokoro, steps)
     return traces

@@ -53,6 +53,8 @@ def decode(text: str) -> ServerMessage:
     if not isinstance(body, dict) or body.get("type") not in _TYPES:
         raise ProtocolError(f"expected a message type among {', '.join(_TYPES)}, got {str(body)[:80]}")
     kind = _TYPES[body.pop("type")]
+    for alias in getattr(kind, "ALIASES", {}):
+        body.pop(alias, None)  # the same figure under another name (``SynthesisComplete``)
     if "source_span" in body and isinstance(body["source_span"], list):
         body["source_span"] = tuple(body["source_span"])
     try:

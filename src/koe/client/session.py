@@ -31,7 +31,8 @@ from koe.wire.messages import (
 
 
 class Transport(Protocol):
-    """Moves frames; ``receive`` raises ``UpstreamError`` once the connection is closed."""
+    """Moves frames; ``receive`` raises ``ConnectionLostError`` once the connection is closed (an
+    ``UpstreamError`` when it was refused)."""
 
     url: str
 
@@ -57,15 +58,18 @@ class StreamClient:
         self.url = transport.url
 
     @classmethod
-    async def connect(cls, url: str, *, open_timeout_s: float = 10.0) -> StreamClient:
-        """A session over a plain WebSocket at ``url`` (see :func:`koe.client.websocket.stream_url`).
+    async def connect(
+        cls, url: str, *, api_key: str | None = None, open_timeout_s: float = 10.0
+    ) -> StreamClient:
+        """A session over a plain WebSocket at ``url`` (see :func:`koe.client.websocket.stream_url`),
+        presenting ``api_key`` to a server that needs one.
 
         Raises:
             UpstreamError: the server cannot be reached or refused the connection.
         """
         from koe.client.websocket import WebSocketTransport
 
-        return cls(await WebSocketTransport.open(url, open_timeout_s=open_timeout_s))
+        return cls(await WebSocketTransport.open(url, api_key=api_key, open_timeout_s=open_timeout_s))
 
     @classmethod
     async def connect_sagemaker(
@@ -77,7 +81,7 @@ class StreamClient:
         come from the standard AWS chain; requests are signed with SigV4.
 
         Raises:
-            UpstreamError: the SDK is missing or the endpoint cannot be reached.
+            ConfigError: the SDK is missing. UpstreamError: the endpoint cannot be reached.
         """
         from koe.client.sagemaker import SageMakerTransport
 

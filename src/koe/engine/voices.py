@@ -1,7 +1,9 @@
-"""Voices: Kokoro's per-voice style tables, English metadata, and weighted blends.
+"""Voices: Kokoro's per-voice style tables, their language and gender, and weighted blends.
 
 A voice spec is a name (``af_heart``) or a blend (``af_bella(2)+af_sky(1)``, weights default to 1). Names
 are checked against a strict pattern and the loaded set, so a spec can never reach the filesystem as a path.
+A voice's first letter is its language (:mod:`koe.languages`); a blend mixes voices of one language only
+(American and British English count as one), since each language's voices were trained on its phonemes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from koe.engine.assets import VOICE_SUFFIX, pinned_voice_hashes, verify
 from koe.errors import AssetError, VoiceError
+from koe.languages import DEFAULT, Language, of_voice
 from koe.types import StyleTable
 
 #: Rows × style width of every Kokoro voice table.
@@ -25,11 +28,12 @@ _NAME = re.compile(r"[a-z]{2}_[a-z0-9]{1,32}")
 _COMPONENT = re.compile(r"(?P<name>[a-z]{2}_[a-z0-9]{1,32})(?:\((?P<weight>[0-9]+(?:\.[0-9]+)?)\))?")
 MAX_BLEND_COMPONENTS = 8
 MAX_SPEC_LENGTH = 200
+#: A spec outside Kokoro's name syntax that still reads as one voice's name (``no_such_voice``, ``Aria``).
+_PLAIN_NAME = re.compile(r"[\w.-]{1,100}")
 _MAX_CACHED_BLENDS = 64  # distinct blends kept resolved; bounded so clients cannot grow memory
 
 AMERICAN = "en-us"
 BRITISH = "en-gb"
-_LANG_BY_PREFIX = {"a": AMERICAN, "b": BRITISH}
 _GENDER_BY_LETTER = {"f": "female", "m": "male"}
 
 ENGLISH_VOICES = (
@@ -38,18 +42,41 @@ ENGLISH_VOICES = (
     "am_onyx", "am_puck", "am_santa", "bf_alice", "bf_emma", "bf_isabella", "bf_lily", "bm_daniel",
     "bm_fable", "bm_george", "bm_lewis",
 )  # fmt: skip
+#: The other 26 voices of the same kokoro-js 1.2.1 tarball, by language.
+OTHER_VOICES = (
+    "ef_dora", "em_alex", "em_santa",
+    "ff_siwis",
+    "hf_alpha", "hf_beta", "hm_omega", "hm_psi",
+    "if_sara", "im_nicola",
+    "jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo",
+    "pf_dora", "pm_alex", "pm_santa",
+    "zf_xiaobei", "zf_xiaoni", "zf_xiaoxiao", "zf_xiaoyi",
+    "zm_yunjian", "zm_yunxi", "zm_yunxia", "zm_yunyang",
+)  # fmt: skip
+#: Every voice koe installs: all 54 of kokoro-js 1.2.1.
+VOICES = ENGLISH_VOICES + OTHER_VOICES
 DEFAULT_VOICE = "af_heart"
 
 
 @dataclass(frozen=True, slots=True)
 class VoiceInfo:
+    """A voice's listing: ``lang`` is koe's code, ``language`` its English name."""
+
     name: str
     lang: str
+    language: str
     gender: str
 
 
+def language_of(name: str) -> Language:
+    """The language a voice name speaks (American English for a name of no Kokoro language: a local
+    voice file named by its owner)."""
+    return of_voice(name) or DEFAULT
+
+
 def describe(name: str) -> VoiceInfo:
-    return VoiceInfo(name, _LANG_BY_PREFIX.get(name[0], AMERICAN), _GENDER_BY_LETTER.get(name[1], "unknown"))
+    language = language_of(name)
+    return VoiceInfo(name, language.code, language.name, _GENDER_BY_LETTER.get(name[1:2], "unknown"))
 
 
 def parse_blend(spec: str) -> list[tuple[str, float]]:
@@ -73,6 +100,14 @@ def parse_blend(spec: str) -> list[tuple[str, float]]:
         if not math.isfinite(weight) or weight <= 0:
             raise VoiceError(f"blend weights must be positive numbers, got {match['weight']!r} in {spec!r}")
         components.append((match["name"], weight))
+    families = {language_of(name).family: language_of(name) for name, _ in components}
+    if len(families) > 1:
+        mixed = ", ".join(f"{name} ({language_of(name).name})" for name, _ in components)
+        raise VoiceError(
+            f"a blend mixes voices of one language; {spec!r} mixes {mixed}. Blend voices of the same "
+            "language (same first letter), and set lang to change how the text is read",
+            code="mixed_languages",
+        )
     total = sum(weight for _, weight in components)
     return [(name, weight / total) for name, weight in components]
 
@@ -117,18 +152,23 @@ class VoiceBank:
         return [describe(name) for name in self.names()]
 
     def lang_of(self, spec: str) -> str:
-        """The accent a spec speaks with: its first (heaviest-listed) component's."""
-        return describe(parse_blend(spec)[0][0]).lang
+        """The language a spec speaks: its voices' (a blend's accent: its first-listed component's)."""
+        return language_of(parse_blend(spec)[0][0]).code
 
     def resolve(self, spec: str) -> StyleTable:
         """The style table for a name or blend; raises ``VoiceError`` listing the valid names."""
         cached = self._blends.get(spec)
         if cached is not None:
             return cached
-        components = parse_blend(spec)
+        try:
+            components = parse_blend(spec)
+        except VoiceError:
+            if isinstance(spec, str) and _PLAIN_NAME.fullmatch(spec.strip()):
+                raise self._unknown(spec.strip()) from None  # a name, just not one of ours
+            raise
         unknown = [name for name, _ in components if name not in self._tables]
         if unknown:
-            raise VoiceError(f"unknown voice {unknown[0]!r}; valid voices: {', '.join(self.names())}")
+            raise self._unknown(unknown[0])
         if len(components) == 1:
             return self._tables[components[0][0]]
         weighted = [self._tables[name] * np.float32(weight) for name, weight in components]
@@ -136,3 +176,6 @@ class VoiceBank:
         if len(self._blends) < _MAX_CACHED_BLENDS:
             self._blends[spec] = blended
         return blended
+
+    def _unknown(self, name: str) -> VoiceError:
+        return VoiceError(f"unknown voice {name!r}; valid voices: {', '.join(self.names())}")

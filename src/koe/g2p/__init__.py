@@ -1,1 +1,3 @@
-"""Text → phonemes: misaki English (American, British) with an espeak fallback, and token-window chunking."""
+"""Text → phonemes, per language: misaki English (American, British), Japanese (OpenJTalk readings through
+misaki's romanizer), Mandarin (misaki's pinyin reading), espeak-ng for Spanish, French, Hindi, Italian and
+Brazilian Portuguese; each built on first use (:mod:`koe.g2p.registry`), and token-window chunking."""

@@ -1,4 +1,4 @@
-"""What a client may set for speech — speed and accent — validated without loading anything heavy.
+"""What a client may set for speech — speed and language — validated without loading anything heavy.
 
 The server's sans-I/O protocol and request parsers use these, so they must not import the engine.
 """
@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import math
 
-from koe.engine.voices import AMERICAN, BRITISH
 from koe.errors import ConfigError
+from koe.languages import CODES, language
 
 MIN_SPEED = 0.5
 MAX_SPEED = 2.0
-LANGS = (AMERICAN, BRITISH)
+#: Every ``lang`` koe speaks (:mod:`koe.languages`).
+LANGS = CODES
 
 
 def validate_speed(speed: object) -> float:
@@ -25,6 +26,6 @@ def validate_speed(speed: object) -> float:
 
 
 def validate_lang(lang: object) -> str:
-    if lang not in LANGS:
-        raise ConfigError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
-    return str(lang)
+    """koe's code for ``lang`` (aliases such as ``en``, ``pt``, ``ja-JP`` folded); raises ``ConfigError``
+    listing the codes for anything else."""
+    return language(lang).code

@@ -2,7 +2,9 @@
 
 This is what the server's workers, the agent and ``koe say`` share. Loading takes seconds (model, spaCy,
 voices, a warm-up utterance) and only verifies what ``koe install`` fetched; everything after is
-thread-safe. :class:`SegmentDecode` is the one place where a segment's phonemes go to the engine.
+thread-safe. Each language's G2P is built on its first use (:mod:`koe.g2p.registry`), except those
+:attr:`SpeechOptions.langs` names, which are built at load. :class:`SegmentDecode` is the one place
+where a segment's phonemes go to the engine.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,15 +24,15 @@ from koe.engine.assets import locate
 from koe.engine.base import BufferedAudio, Engine, SynthesisRequest, UtteranceStream
 from koe.engine.registry import EngineOptions, load_engine
 from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
-from koe.engine.voices import AMERICAN, BRITISH, DEFAULT_VOICE, ENGLISH_VOICES, VoiceBank
-from koe.errors import ConfigError
+from koe.engine.voices import AMERICAN, DEFAULT_VOICE, VOICES, VoiceBank
 from koe.g2p.base import G2P
 from koe.g2p.chunk import split_phonemes
-from koe.g2p.misaki import MisakiG2P
-from koe.pipeline.params import LANGS, validate_lang
+from koe.g2p.registry import G2PRegistry
+from koe.pipeline.params import validate_lang
 from koe.pipeline.voice import Voice, resolve_voice
 from koe.settings import Settings
-from koe.text.segment import Segmenter
+from koe.text.languages.lookup import segmenter_for
+from koe.text.languages.scripts import check_script
 from koe.types import SAMPLE_RATE, Audio
 
 logger = logging.getLogger(__name__)
@@ -39,14 +42,15 @@ _WARMUP_TEXT = "Hello there, this warms the model up."
 
 @dataclass(frozen=True, slots=True)
 class SpeechOptions:
-    """What to load: the engine and where its files are, the voices, the accents."""
+    """What to load: the engine and where its files are, the voices, the languages built at load (the
+    others are built on first use)."""
 
     engine: EngineOptions = field(default_factory=EngineOptions)
     model_dir: Path | None = None  # a local directory with one .onnx (.pth for torch) and voices
     download: bool = False  # the Hugging Face files `koe install --download` fetched
-    voices: tuple[str, ...] = ENGLISH_VOICES
+    voices: tuple[str, ...] = VOICES
     warmup: bool = True
-    langs: tuple[str, ...] = LANGS
+    langs: tuple[str, ...] = (AMERICAN,)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> SpeechOptions:
@@ -70,10 +74,11 @@ class Speech:
 
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, engine: Engine, voices: VoiceBank, g2p: dict[str, G2P]) -> None:
+    def __init__(self, engine: Engine, voices: VoiceBank, g2p: G2PRegistry | Mapping[str, G2P]) -> None:
+        """``g2p``: a registry, or G2P already built by language (tests)."""
         self.engine = engine
         self.voices = voices
-        self._g2p = g2p
+        self.g2p = g2p if isinstance(g2p, G2PRegistry) else G2PRegistry.of(g2p)
 
     @classmethod
     def load(cls, options: SpeechOptions | None = None) -> Speech:
@@ -88,7 +93,9 @@ class Speech:
         engine = load_engine(options.engine, source)
         names = None if options.model_dir is not None else options.voices
         voices = VoiceBank.load(source.voices_dir, names)
-        g2p: dict[str, G2P] = {lang: MisakiG2P(british=lang == BRITISH) for lang in options.langs}
+        g2p = G2PRegistry()
+        for lang in options.langs:
+            g2p.get(validate_lang(lang))
         speech = cls(engine, voices, g2p)
         if options.warmup:
             speech.synthesize(_WARMUP_TEXT, voice=voices.names()[0])
@@ -96,21 +103,33 @@ class Speech:
         return speech
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
-        """``spec`` resolved for a turn; raises ``VoiceError`` or ``ConfigError`` (:func:`resolve_voice`)."""
-        return resolve_voice(self.voices, spec, speed, lang)
+        """``spec`` resolved for a turn, its language's G2P starting to build if it is not yet.
+
+        Raises:
+            VoiceError, ConfigError: see :func:`resolve_voice`. AssetError: the language's G2P is not
+            installed (``language_unavailable``, naming the command that installs it).
+        """
+        voice = resolve_voice(self.voices, spec, speed, lang)
+        self.g2p.check(voice.lang)
+        self.g2p.prepare(voice.lang)
+        return voice
 
     def phonemize(self, text: str, lang: str = AMERICAN) -> list[str]:
         """Phoneme pieces of ``text``, each within the model's window; ``[]`` when nothing is speakable."""
         return [piece.phonemes for piece in self.phonemize_words(text, lang)]
 
     def phonemize_words(self, text: str, lang: str = AMERICAN) -> list[PhonemePiece]:
-        """Like :meth:`phonemize`, with each piece's words (to time them with the engine's durations)."""
-        g2p = self._g2p.get(validate_lang(lang))
-        if g2p is None:
-            raise ConfigError(f"lang {lang} is not loaded; loaded: {', '.join(self._g2p)}")
+        """Like :meth:`phonemize`, with each piece's words (to time them with the engine's durations).
+
+        Raises:
+            ConfigError: ``text`` is in a script ``lang`` cannot read (``unsupported_script``).
+            AssetError: the language's G2P is not installed.
+        """
+        lang = validate_lang(lang)
         if not text.strip():
             return []
-        phonemes, spans = g2p.phonemize_words(text)
+        check_script(text, lang)
+        phonemes, spans = self.g2p.get(lang).phonemize_words(text)
         pieces: list[PhonemePiece] = []
         cursor = 0
         for piece in split_phonemes(phonemes):  # pieces are substrings: the phonemes are already normalized
@@ -142,7 +161,7 @@ class Speech:
         """Whole-text synthesis (no streaming), one segment at a time, so every sentence gets its own
         prosody and nothing is truncated; markdown, symbols and URLs are normalized as in streaming."""
         resolved = self.voice(voice, speed, lang)
-        segmenter = Segmenter()
+        segmenter = segmenter_for(resolved.lang)
         audio = []
         for segment in (*segmenter.feed(text), *segmenter.flush()):
             decode = self.decode(segment.spoken_text, resolved)

@@ -27,6 +27,7 @@ from koe.pipeline.speech import Speech
 from koe.pipeline.voice import Voice
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
+from koe.text.languages.lookup import rules_for
 from koe.text.segment import Segment, Segmenter
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,8 @@ class SegmentStream:
         self._segmenter = segmenter
         self._lookahead = lookahead
         self._windowed = windowed
+        #: the cost model counts English characters; one of this language's is this many of them
+        self._weight = rules_for(voice.lang).chars_per_char
         self._buffer = ""
         self._fed = 0
         self._cut: deque[Segment] = deque()
@@ -150,7 +153,7 @@ class SegmentStream:
         if part.last:
             self._in_flight.popleft()
             self.listener.forget(head.progress)
-            self._cost.observe(len(part.segment.spoken_text), part.end_s, part.took_s)
+            self._cost.observe(self._chars(part.segment), part.end_s, part.took_s)
         return part
 
     async def _drive(self, item: _InFlight, job: asyncio.Future[Part]) -> None:
@@ -185,7 +188,7 @@ class SegmentStream:
             segment = self._cut_one()
             if segment is None:
                 return
-            estimate = self._cost.audio_s(len(segment.spoken_text), self.voice.speed)
+            estimate = self._cost.audio_s(self._chars(segment), self.voice.speed)
             progress = self.listener.track(estimate)
             cancel = threading.Event()
             job = SegmentJob(
@@ -219,7 +222,7 @@ class SegmentStream:
                 hint = max(
                     MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
                 )
-                self._segmenter.set_next_limit(hint)
+                self._segmenter.set_next_limit(max(1, round(hint / self._weight)))
             while not self._cut and self._fed < len(self._buffer):
                 word = _WORD.match(self._buffer, self._fed)
                 assert word is not None  # the pattern matches at least one character before the end
@@ -233,3 +236,7 @@ class SegmentStream:
         if self.first_cut_at is None:
             self.first_cut_at = time.monotonic()
         return self._cut.popleft()
+
+    def _chars(self, segment: Segment) -> int:
+        """The segment's length in English characters of speech (what the cost model counts)."""
+        return round(len(segment.spoken_text) * self._weight)

@@ -16,7 +16,7 @@ from koe.pipeline.stream import SegmentStream
 from koe.pipeline.voice import Voice
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import Scheduler
-from koe.text.segment import Segmenter
+from koe.text.languages.lookup import segmenter_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class Synthesizer:
             self.cost,
             voice,
             listener,
-            Segmenter(),
+            segmenter_for(voice.lang),
             lookahead=self.lookahead,
             windowed=windowed,
         )

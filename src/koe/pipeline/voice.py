@@ -1,4 +1,4 @@
-"""A turn's voice, resolved once: the style table, the accent and the speed every segment is spoken with."""
+"""A turn's voice, resolved once: the style table, the language and the speed every segment is spoken with."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from koe.engine.voices import VoiceBank
 from koe.pipeline.params import validate_lang, validate_speed
+from koe.text.languages.scripts import check_script
 from koe.types import StyleTable
 
 
@@ -18,9 +19,15 @@ class Voice:
     lang: str
     speed: float
 
+    def check_script(self, text: str) -> None:
+        """Raise ``ConfigError`` (``unsupported_script``) if ``text`` is in a script this voice's language
+        cannot read (kana for Spanish, hangul for any): transports with the whole text ask before
+        synthesizing; streamed segments are checked one by one."""
+        check_script(text, self.lang)
+
 
 def resolve_voice(voices: VoiceBank, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
-    """Raises ``VoiceError`` (listing the valid names) for an unknown voice or a malformed blend, and
-    ``ConfigError`` for a speed or accent out of range."""
+    """Raises ``VoiceError`` (listing the valid names) for an unknown voice, a malformed blend or one mixing
+    languages, and ``ConfigError`` for a speed out of range or an unknown language."""
     style = voices.resolve(spec)
     return Voice(spec, style, validate_lang(lang) if lang else voices.lang_of(spec), validate_speed(speed))

@@ -2,10 +2,13 @@
 
 With ``KOE_API_KEY`` set every route needs the key except the open paths (health checks and the browser
 page's static files, which hold no data). HTTP clients send ``Authorization: Bearer <key>`` (what the
-OpenAI SDK sends with its ``api_key``). WebSocket clients may also send ``X-Api-Key: <key>`` or, from a
-browser, which cannot set headers on a WebSocket, ``?api_key=<key>``. Keys are compared in constant time.
+OpenAI SDK sends with its ``api_key``) or ``Authorization: Token <key>`` (Deepgram's scheme, what its SDK,
+pipecat and LiveKit send). WebSocket clients may also send ``X-Api-Key: <key>`` or, from a browser, which
+cannot set headers on a WebSocket, ``?api_key=<key>`` or the subprotocol pair ``token, <key>`` (Deepgram's
+browser form; the server then answers with the subprotocol ``token``). Keys are compared in constant time.
 A refused request gets 401 ``unauthorized``; a refused WebSocket is accepted, told why in an ``error``
 message and closed with 1008 and the reason ``unauthorized``, so that every client can tell what happened.
+The message says which forms of a key arrived, so a key sent in the wrong place is told from none.
 """
 
 from __future__ import annotations
@@ -39,18 +42,52 @@ _CORS_REQUEST_HEADERS = ("Authorization", "Content-Type", "X-Api-Key")
 _CORS_RESPONSE_HEADERS = ("Retry-After", "X-Audio-Duration", "X-Inference-Time-Ms", "X-RTF")
 
 
-def _presented_keys(scope: Scope) -> Iterator[bytes]:
-    """Every key the connection offers: the bearer token, and for WebSockets the header and query forms."""
+#: ``Authorization`` schemes that carry the key: OpenAI's and Deepgram's.
+AUTH_SCHEMES = ("Bearer", "Token")
+#: WebSocket subprotocols a browser names before the key (``new WebSocket(url, ["token", key])``).
+KEY_SUBPROTOCOLS = ("token", "bearer")
+
+
+def key_subprotocol(scope: Scope) -> str | None:
+    """The subprotocol to answer with when the client sent its key as a subprotocol pair, else ``None``.
+
+    A browser fails the connection unless the server picks one of the subprotocols it offered.
+    """
+    offered: list[str] = [name.strip() for name in scope.get("subprotocols", ())]
+    for name in offered[:-1]:  # the key follows its scheme's name
+        if name.lower() in KEY_SUBPROTOCOLS:
+            return name
+    return None
+
+
+def _presented_keys(scope: Scope) -> Iterator[tuple[str, bytes]]:
+    """Every key the connection offers, with the form it came in (for the refusal's message)."""
     headers = Headers(scope=scope)
     scheme, _, credentials = headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and credentials.strip():
-        yield credentials.strip().encode("latin-1")
+    for name in AUTH_SCHEMES:
+        if scheme.lower() == name.lower() and credentials.strip():
+            yield f"Authorization: {name}", credentials.strip().encode("latin-1")
     if scope["type"] == "websocket":
         if "x-api-key" in headers:
-            yield headers["x-api-key"].strip().encode("latin-1")
+            yield "X-Api-Key", headers["x-api-key"].strip().encode("latin-1")
         query = QueryParams(scope["query_string"])
         if QUERY_KEY in query:
-            yield query[QUERY_KEY].encode("utf-8")
+            yield f"?{QUERY_KEY}=", query[QUERY_KEY].encode("utf-8")
+        offered = [name.strip() for name in scope.get("subprotocols", ())]
+        for at, name in enumerate(offered[:-1]):
+            if name.lower() in KEY_SUBPROTOCOLS:
+                yield f"the subprotocol pair '{name}, <key>'", offered[at + 1].encode("latin-1")
+
+
+def _problem(scope: Scope) -> str:
+    """What arrived instead of a valid key, in words."""
+    forms = list(dict.fromkeys(form for form, _ in _presented_keys(scope)))
+    if forms:
+        return f"got a key as {' and '.join(forms)} that does not match"
+    scheme = Headers(scope=scope).get("authorization", "").strip().partition(" ")[0]
+    if scheme:
+        return f"got an Authorization header in the {scheme[:20]!r} scheme, which carries no key koe reads"
+    return "got none"
 
 
 class ApiKeyMiddleware:
@@ -63,7 +100,7 @@ class ApiKeyMiddleware:
 
     def _authorized(self, scope: Scope) -> bool:
         matched = False
-        for key in _presented_keys(scope):  # every offered key is compared, so timing reveals nothing
+        for _form, key in _presented_keys(scope):  # every offered key is compared: timing reveals nothing
             matched |= hmac.compare_digest(key, self._key)
         return matched
 
@@ -74,18 +111,17 @@ class ApiKeyMiddleware:
         if scope["type"] == "http" and scope["path"] in self._open:
             await self.app(scope, receive, send)
             return
-        offered = any(True for _ in _presented_keys(scope))
-        problem = "got a key that does not match" if offered else "got none"
+        problem = _problem(scope)
         if scope["type"] == "http":
-            message = f"expected the API key as 'Authorization: Bearer <key>', {problem}"
+            message = f"expected the API key as 'Authorization: Bearer <key>' (or 'Token <key>'), {problem}"
             error = KoeError(message, code="unauthorized")
             response = await koe_error(Request(scope, receive), error)
             response.headers["WWW-Authenticate"] = 'Bearer realm="koe"'
             await response(scope, receive, send)
             return
         error = KoeError(
-            "expected the API key as 'Authorization: Bearer <key>', an 'X-Api-Key' header or "
-            f"'?{QUERY_KEY}=<key>', {problem}",
+            "expected the API key as 'Authorization: Bearer <key>' (or 'Token <key>'), an 'X-Api-Key' "
+            f"header, '?{QUERY_KEY}=<key>' or the subprotocol pair 'token, <key>', {problem}",
             code="unauthorized",
         )
         await _refuse(WebSocket(scope, receive, send), error)
@@ -97,7 +133,7 @@ async def _refuse(websocket: WebSocket, error: KoeError) -> None:
     close_code = route_of(error).ws_close
     assert close_code is not None  # unauthorized always closes (server/errors.py)
     try:
-        await websocket.accept()
+        await websocket.accept(subprotocol=key_subprotocol(websocket.scope))
         await websocket.send_text(encode(Error(error.code, error.message)))
         await websocket.close(close_code, error.code)
     except (WebSocketDisconnect, WebSocketDisconnected):

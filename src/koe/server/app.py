@@ -11,27 +11,50 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from koe.errors import KoeError
-from koe.server import http
-from koe.server.access import HEALTH_PATHS, access_middleware
+from koe.server import deepgram, http
+from koe.server.access import HEALTH_PATHS, access_middleware, key_subprotocol
+from koe.server.protocol import parse_query
+from koe.server.request_id import RequestIdMiddleware
 from koe.server.runtime import Runtime
 from koe.server.session import SOCKET_GONE, Session
-from koe.wire.errors import WS_INTERNAL_ERROR, route_of
+from koe.wire.errors import WS_INTERNAL_ERROR, error_body, route_of
 from koe.wire.messages import Error, encode
 
 logger = logging.getLogger(__name__)
 
+#: Deepgram's path: a WebSocket there (or a POST, :mod:`koe.server.deepgram`) is a Deepgram-style client.
+DEEPGRAM_PATH = "/v1/speak"
 #: SageMaker's path first; ``/v1/stream`` for koe clients, ``/v1/speak`` for Deepgram-style clients.
-STREAM_PATHS = ("/invocations-bidirectional-stream", "/v1/stream", "/v1/speak")
+STREAM_PATHS = ("/invocations-bidirectional-stream", "/v1/stream", DEEPGRAM_PATH)
+#: Query parameters only Deepgram's clients send; koe's say ``format`` and ``voice``.
+_DEEPGRAM_QUERY = ("model", "encoding")
 
 
 async def stream_endpoint(websocket: WebSocket) -> None:
-    """Accept, admit and serve one session; refusals and failures end with their close code."""
+    """Accept, admit and serve one session; refusals and failures end with their close code.
+
+    A Deepgram-style connect (its path, or its ``model``/``encoding`` in the query) with settings koe
+    cannot honour is refused at the handshake (HTTP 400, as Deepgram does) rather than told in an ``error``
+    and served with the defaults: its clients take any ``error`` as fatal and would hear the wrong audio.
+    """
     runtime = http.runtime_of(websocket)
-    await websocket.accept()
+    query = websocket.query_params
+    if runtime.ready and (websocket.url.path == DEEPGRAM_PATH or any(p in query for p in _DEEPGRAM_QUERY)):
+        refusal = _query_refusal(runtime, query)
+        if refusal is not None:
+            runtime.metrics.errors.labels(refusal.code).inc()
+            logger.info("WebSocket %s refused: %s: %s", websocket.url.path, refusal.code, refusal.message)
+            response = JSONResponse(error_body(refusal), status_code=route_of(refusal).http_status)
+            await websocket.send_denial_response(response)
+            return
+    await websocket.accept(subprotocol=key_subprotocol(websocket.scope))
     try:
         with runtime.admitted("ws") as synthesizer:
             await Session(websocket, runtime, synthesizer, websocket.query_params).run()
@@ -52,6 +75,18 @@ async def stream_endpoint(websocket: WebSocket) -> None:
         )
 
 
+def _query_refusal(runtime: Runtime, query: QueryParams) -> KoeError | None:
+    """What is wrong with the connect query's settings (voice included), if anything."""
+    try:
+        options = parse_query(query)
+        runtime.synthesizer().voice(
+            options.voice or runtime.settings.default_voice, options.speed or 1.0, options.lang
+        )
+    except KoeError as exc:
+        return exc
+    return None
+
+
 async def _close(websocket: WebSocket, code: int, message: str) -> None:
     try:
         await websocket.send_text(message)
@@ -67,6 +102,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/audio/speech", http.openai_speech, methods=["POST"]),
         Route("/v1/models", http.openai_models, methods=["GET"]),
         Route("/v1/audio/voices", http.openai_voices, methods=["GET"]),
+        Route(DEEPGRAM_PATH, deepgram.speak, methods=["POST"]),
         Route("/metrics", http.metrics, methods=["GET"]),
         *(WebSocketRoute(path, stream_endpoint) for path in STREAM_PATHS),
     ]
@@ -106,7 +142,10 @@ def create_server_app(
         routes=[*routes(), *extra_routes],
         lifespan=lifespan,
         exception_handlers={KoeError: http.koe_error, Exception: http.internal_error},
-        middleware=access_middleware(runtime.settings, HEALTH_PATHS | frozenset(open_paths)),
+        middleware=[
+            Middleware(RequestIdMiddleware),  # outermost: refusals carry the id too
+            *access_middleware(runtime.settings, HEALTH_PATHS | frozenset(open_paths)),
+        ],
     )
     app.state.runtime = runtime
     return app

@@ -10,16 +10,18 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from koe.errors import KoeError
-from koe.server.requests import OPENAI_MODELS, OPENAI_VOICES, parse_invocation, parse_openai_speech
+from koe.server.request_id import request_id_of
+from koe.server.requests import OPENAI_MODELS, parse_invocation, parse_openai_speech
 from koe.server.responses import respond
 from koe.server.runtime import Runtime
 from koe.wire.body import read_body
-from koe.wire.errors import error_body, openai_error_body, retry_after_header, route_of
+from koe.wire.errors import deepgram_error_body, error_body, openai_error_body, retry_after_header, route_of
 
 logger = logging.getLogger(__name__)
 
-#: Routes under this prefix answer errors in OpenAI's JSON shape.
+#: Routes under this prefix answer errors in OpenAI's JSON shape, except Deepgram's route, in Deepgram's.
 _OPENAI_PREFIX = "/v1/"
+_DEEPGRAM_PATH = "/v1/speak"
 
 
 def runtime_of(connection: HTTPConnection) -> Runtime:
@@ -31,7 +33,13 @@ async def koe_error(request: Request, exc: Exception) -> Response:
     error = cast(KoeError, exc)
     runtime_of(request).metrics.errors.labels(error.code).inc()
     logger.info("%s %s: %s: %s", request.method, request.url.path, error.code, error.message)
-    body = openai_error_body(error) if request.url.path.startswith(_OPENAI_PREFIX) else error_body(error)
+    path = request.url.path
+    if path == _DEEPGRAM_PATH:
+        body = deepgram_error_body(error, request_id_of(request))
+    elif path.startswith(_OPENAI_PREFIX):
+        body = openai_error_body(error)
+    else:
+        body = error_body(error)
     return JSONResponse(body, status_code=route_of(error).http_status, headers=retry_after_header(error))
 
 
@@ -77,6 +85,7 @@ async def openai_speech(request: Request) -> Response:
         await read_body(request, settings.max_body_bytes),
         request.headers.get("content-type"),
         max_chars=settings.max_request_chars,
+        voices=runtime.openai_voices,
     )
     return await respond(runtime, parsed, received_at)
 
@@ -87,12 +96,15 @@ async def openai_models(request: Request) -> Response:
 
 
 async def openai_voices(request: Request) -> Response:
-    """Every Kokoro voice, and the OpenAI names mapped onto them."""
+    """Every Kokoro voice with its language (koe's code and its name) and gender, and the OpenAI names
+    mapped onto them."""
     speech = runtime_of(request).synthesizer().speech
     voices = [
-        {"id": v.name, "name": v.name, "lang": v.lang, "gender": v.gender} for v in speech.voices.info()
+        {"id": v.name, "name": v.name, "lang": v.lang, "language": v.language, "gender": v.gender}
+        for v in speech.voices.info()
     ]
-    aliases = {name: kokoro for name, kokoro in OPENAI_VOICES.items() if kokoro in speech.voices.names()}
+    names = speech.voices.names()
+    aliases = {name: kokoro for name, kokoro in runtime_of(request).openai_voices.items() if kokoro in names}
     return JSONResponse({"voices": voices, "aliases": aliases})
 
 

@@ -2,6 +2,8 @@
 
 SageMaker forwards client payloads as binary frames unless the client marks them UTF-8, so both frame
 kinds carry the same JSON. The messages themselves are :mod:`koe.wire.messages`; docs/protocol.md.
+NIM's events nest their settings (``session.input_text_synthesis.voice_name``...); they are read into the
+same options as everyone else's.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from koe.errors import ConfigError, ProtocolError
+from koe.server.voices import aura_voice
 from koe.wire.fields import (
     bool_field,
     lang_field,
+    preview,
     sample_rate_field,
     speed_field,
     stream_format_field,
@@ -34,16 +38,22 @@ from koe.wire.messages import (
 
 _REQUEST_ID_TYPES = (str, int)
 
-_CONTROL: dict[str, tuple[type[Flush | Cancel | Close], Dialect]] = {
-    "flush": (Flush, Dialect.KOE),
-    "cancel": (Cancel, Dialect.KOE),
-    "close": (Close, Dialect.KOE),
-    "Flush": (Flush, Dialect.DEEPGRAM),
-    "Clear": (Cancel, Dialect.DEEPGRAM),
-    "Close": (Close, Dialect.DEEPGRAM),
+_CONTROL: dict[str, Flush | Cancel | Close] = {
+    "flush": Flush(Dialect.KOE),
+    "cancel": Cancel(Dialect.KOE),
+    "close": Close(Dialect.KOE),
+    "Flush": Flush(Dialect.DEEPGRAM),
+    "Clear": Cancel(Dialect.DEEPGRAM),
+    "Close": Close(Dialect.DEEPGRAM),
+    "input_text.commit": Flush(Dialect.NIM),
+    "input_text.done": Flush(Dialect.NIM, last=True),
+    "session.end": Close(Dialect.NIM),
 }
-_TEXT_TYPES = {"append": Dialect.KOE, "Speak": Dialect.DEEPGRAM}
-_TYPES = ", ".join(["config", *_TEXT_TYPES, *_CONTROL])
+_TEXT_TYPES = {"append": Dialect.KOE, "Speak": Dialect.DEEPGRAM, "input_text.append": Dialect.NIM}
+_NIM_UPDATE = "synthesize_session.update"
+_TYPES = ", ".join(["config", _NIM_UPDATE, *_TEXT_TYPES, *_CONTROL])
+#: NIM's only audio format: the PCM16 koe sends base64-encoded in ``conversation.item.speech.data``.
+NIM_AUDIO_FORMAT = "LINEAR_PCM"
 
 
 def parse_message(data: str | bytes, *, max_bytes: int, max_chars: int) -> ClientMessage:
@@ -69,11 +79,12 @@ def parse_message(data: str | bytes, *, max_bytes: int, max_chars: int) -> Clien
         )
     if kind == "config":
         return Configure(_options(obj))
+    if kind == _NIM_UPDATE:
+        return Configure(_nim_options(obj), Dialect.NIM)
     if isinstance(kind, str) and kind in _TEXT_TYPES:
         return Append(text_field(obj, max_chars), _TEXT_TYPES[kind])
     if isinstance(kind, str) and kind in _CONTROL:
-        message, dialect = _CONTROL[kind]
-        return message(dialect)
+        return _CONTROL[kind]
     raise ProtocolError(
         f'expected type to be one of {_TYPES} (or an untyped {{"text": ...}} request), got {kind!r}'
     )
@@ -82,8 +93,9 @@ def parse_message(data: str | bytes, *, max_bytes: int, max_chars: int) -> Clien
 def parse_query(params: Mapping[str, str]) -> SessionOptions:
     """Session options from the connect URL's query (SageMaker's ``ModelQueryString``).
 
-    Unknown parameters are ignored: clients for other servers send their own (Deepgram's ``model``).
-    ``encoding`` is accepted as another name for ``format``.
+    Unknown parameters are ignored: clients for other servers send their own. ``encoding`` is accepted as
+    another name for ``format``, ``language`` for ``lang``, and Deepgram's ``model`` names the voice (an
+    Aura model or a Kokoro voice, :func:`~koe.server.voices.aura_voice`) unless ``voice`` is given too.
 
     Raises:
         ConfigError: a known parameter has a bad value (``invalid_field``).
@@ -92,8 +104,12 @@ def parse_query(params: Mapping[str, str]) -> SessionOptions:
     for name in ("voice", "lang", "format"):
         if name in params:
             raw[name] = params[name]
+    if "voice" not in raw and params.get("model"):
+        raw["voice"] = aura_voice(params["model"])
     if "format" not in raw and "encoding" in params:
         raw["format"] = params["encoding"]
+    if "lang" not in raw and "language" in params:
+        raw["lang"] = params["language"]
     if "speed" in params:
         raw["speed"] = _number(params["speed"], float, "speed")
     if "sample_rate" in params:
@@ -129,3 +145,39 @@ def _options(obj: Mapping[str, Any]) -> SessionOptions:
         lang=None if obj.get("lang") is None else lang_field(obj["lang"]),
         words=None if obj.get("words") is None else bool_field("words", obj["words"]),
     )
+
+
+def _nim_options(obj: Mapping[str, Any]) -> SessionOptions:
+    """NIM's ``session``: ``input_text_synthesis`` {voice_name, language_code} and ``output_audio_params``
+    {sample_rate_hz, num_channels, audio_format}; each part optional."""
+    session = _section(obj, "session")
+    voice = _section(session, "input_text_synthesis")
+    audio = _section(session, "output_audio_params")
+    audio_format = audio.get("audio_format")
+    if audio_format not in (None, NIM_AUDIO_FORMAT):
+        raise ConfigError(
+            f"output_audio_params.audio_format: koe sends {NIM_AUDIO_FORMAT} only, "
+            f"got {preview(audio_format)}",
+            code="invalid_field",
+        )
+    if audio.get("num_channels") not in (None, 1):
+        raise ConfigError(
+            f"output_audio_params.num_channels: koe sends mono (1), got {preview(audio['num_channels'])}",
+            code="invalid_field",
+        )
+    return _options(
+        {
+            "voice": voice.get("voice_name"),
+            "lang": voice.get("language_code"),
+            "sample_rate": audio.get("sample_rate_hz"),
+        }
+    )
+
+
+def _section(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = obj.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError(f"expected {name} to be an object, got {type(value).__name__}")
+    return value

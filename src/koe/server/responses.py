@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack
@@ -28,11 +29,14 @@ from koe.pipeline.listener import Listener
 from koe.pipeline.speaker import SegmentAudio, SegmentFailed, SegmentStarted, Speaker
 from koe.pipeline.words import SpokenWord
 from koe.server.metrics import Metrics
-from koe.server.requests import SpeechRequest
+from koe.server.requests import Body, SpeechRequest, field_named
 from koe.server.runtime import Runtime
 from koe.types import SAMPLE_RATE
+from koe.wire.messages import SynthesisComplete
 
 logger = logging.getLogger(__name__)
+
+_EVENT_STREAM = "text/event-stream"
 
 
 class _HeldStreamingResponse(StreamingResponse):
@@ -54,7 +58,9 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float) 
     held = ExitStack()
     synthesizer = held.enter_context(runtime.admitted("http"))
     try:
-        voice = synthesizer.voice(request.voice, request.speed)
+        with field_named("voice"):
+            voice = synthesizer.voice(request.voice, request.speed, request.lang)
+        voice.check_script(request.text)  # a 400 now rather than failed segments later
         stream = synthesizer.stream(voice, Listener(), whole=_is_whole(request))
         stream.add(request.text)
         stream.finish()
@@ -70,8 +76,11 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float) 
         with held:
             return await _whole(parts, speaker, request)
     chunks = _chunks(parts, request)
-    if request.sse:
-        return _HeldStreamingResponse(_sse(chunks, request.timestamps), held.close, "text/event-stream")
+    if request.body is Body.OPENAI_SSE:
+        return _HeldStreamingResponse(_sse(chunks, request.timestamps), held.close, _EVENT_STREAM)
+    if request.body is Body.AWS_SSE:
+        events = _aws_sse(chunks, request, speaker, received_at)
+        return _HeldStreamingResponse(events, held.close, _EVENT_STREAM)
     return _HeldStreamingResponse(_audio(chunks), held.close, content_type(request.format))
 
 
@@ -135,8 +144,36 @@ async def _sse(
     yield _event({"type": "speech.audio.done"})
 
 
-def _event(body: dict[str, object]) -> bytes:
-    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+async def _aws_sse(
+    chunks: AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]],
+    request: SpeechRequest,
+    speaker: Speaker,
+    received_at: float,
+) -> AsyncIterator[bytes]:
+    """The AWS sample's ``transport: sse``: ``audio_stream_start``, an ``audio_chunk`` (base64) per
+    encoded part, then ``audio_stream_end`` with the totals under both spellings of their names."""
+    request_id = request.request_id if request.request_id is not None else uuid.uuid4().hex
+    start = {"type": "audio_stream_start", "request_id": request_id, "format": request.format.value}
+    yield _event({**start, "sample_rate": request.sample_rate}, named=True)
+    index = 0
+    async for _words, data in chunks:
+        if data:
+            audio = base64.b64encode(data).decode("ascii")
+            yield _event(
+                {"type": "audio_chunk", "request_id": request_id, "index": index, "audio": audio}, named=True
+            )
+            index += 1
+    total_s, elapsed_s = round(speaker.total_s, 3), round(time.monotonic() - received_at, 3)
+    end = {"type": "audio_stream_end", "request_id": request_id, "chunks": index}
+    totals = {"total_duration_s": total_s, "elapsed_s": elapsed_s}
+    aliases = {alias: totals[name] for alias, name in SynthesisComplete.ALIASES.items()}
+    yield _event({**end, **totals, **aliases}, named=True)
+
+
+def _event(body: dict[str, object], *, named: bool = False) -> bytes:
+    """One Server-Sent Event; ``named`` adds an ``event:`` line with its type (for ``addEventListener``)."""
+    head = f"event: {body['type']}\n" if named else ""
+    return f"{head}data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
 
 async def _whole(parts: Parts, speaker: Speaker, request: SpeechRequest) -> Response:

@@ -18,6 +18,7 @@ from koe.pipeline.synthesizer import Synthesizer
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
+from koe.server.voices import openai_voices
 from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ class Runtime:
 
     def __init__(self, settings: Settings, speech: Speech | None = None) -> None:
         self.settings = settings
+        self.openai_voices = openai_voices(settings.openai_voices)  # a bad setting stops the start here
         self.scheduler = Scheduler(settings.workers, settings.max_queued_jobs)
         self.metrics = Metrics(lambda: self.scheduler.stats)
         self._given = speech

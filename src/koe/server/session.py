@@ -22,22 +22,22 @@ from koe.pipeline.listener import Listener
 from koe.pipeline.synthesizer import Synthesizer
 from koe.server.outbox import CloseRequest, Outbox
 from koe.server.protocol import parse_message, parse_query
+from koe.server.replies import config_reply
 from koe.server.runtime import Runtime
 from koe.server.turn import Turn
 from koe.types import SAMPLE_RATE
 from koe.wire.errors import route_of
-from koe.wire.fields import STREAM_FORMATS
 from koe.wire.messages import (
     Append,
     Cancel,
     Cancelled,
     Close,
-    ConfigAck,
     Configure,
     DeepgramCleared,
     Dialect,
     Error,
     Flush,
+    NimCommitted,
     Request,
     SessionOptions,
     TurnOptions,
@@ -54,6 +54,8 @@ _NO_TURN = -1
 #: when it closed the socket by itself first (its keepalive ping timed out on a client that stopped reading,
 #: or a frame was over ``ws_max_size``); for a session all of them mean the client is gone.
 SOCKET_GONE = (WebSocketDisconnect, WebSocketDisconnected, RuntimeError)
+#: Dialects whose audio is PCM16 whatever the session's format: the AWS sample's and NIM's.
+_PCM_ONLY = frozenset({Dialect.AWS, Dialect.NIM})
 
 
 class _SessionOver(Exception):
@@ -157,13 +159,15 @@ class Session:
                 if text:
                     self._count(text)
                     (self._open or self._start_turn(dialect)).add(text)
-            case Flush(dialect=dialect):
-                (self._open or self._start_turn(dialect)).finish(dialect)
+            case Flush(dialect=dialect, last=last):
+                (self._open or self._start_turn(dialect)).finish(dialect, last=last)
                 self._open = None
+                if dialect is Dialect.NIM:  # acknowledged ahead of queued audio, as NIM does
+                    self._outbox.control(encode(NimCommitted()))
             case Cancel(dialect=dialect):
                 self._cancel(dialect)
-            case Configure(options=options):
-                self._configure(options, reply=True)
+            case Configure(options=options, dialect=dialect):
+                self._configure(options, reply=True, dialect=dialect)
             case Request(text=text, options=options, request_id=request_id):
                 if not text.strip():
                     raise ConfigError("text must not be empty", code="invalid_field")
@@ -195,7 +199,7 @@ class Session:
             )
         self._chars += len(text)
 
-    def _configure(self, options: SessionOptions, *, reply: bool) -> None:
+    def _configure(self, options: SessionOptions, *, reply: bool, dialect: Dialect = Dialect.KOE) -> None:
         """Apply ``options`` to turns opened from now on (all or nothing: a bad voice changes nothing)."""
         try:
             merged = options.over(self._options)
@@ -205,25 +209,14 @@ class Session:
             return
         self._options = merged
         if reply:
-            self._outbox.control(
-                encode(
-                    ConfigAck(
-                        self.id,
-                        voice.spec,
-                        voice.speed,
-                        merged.sample_rate,
-                        STREAM_FORMATS[merged.format],
-                        voice.lang,
-                    )
-                )
-            )
+            self._outbox.control(encode(config_reply(dialect, self.id, voice, merged)))
 
     def _start_turn(
         self, dialect: Dialect, overrides: SessionOptions | None = None, request_id: str | int | None = None
     ) -> Turn:
         assert self._tg is not None  # turns start only while the session runs
         options = (overrides or SessionOptions()).over(self._options)
-        if dialect is Dialect.AWS:  # the AWS sample's contract: PCM16 whatever the session's format
+        if dialect in _PCM_ONLY:  # their contracts: PCM16 whatever the session's format
             options = SessionOptions(format=AudioFormat.PCM).over(options)
         synthesizer = self._synthesizer
         voice = synthesizer.voice(options.voice, options.speed, options.lang)

@@ -59,6 +59,7 @@ class Turn:
         self.request_id = request_id
         self.chars = 0
         self.ended_by: Dialect | None = None
+        self.last = False  # the client said no more text follows (NIM's input_text.done)
         self.task: asyncio.Task[None] | None = None
         self._outbox = outbox
         self._frame_s = frame_s
@@ -75,9 +76,11 @@ class Turn:
         self.chars += len(text)
         self.speaker.stream.add(text)
 
-    def finish(self, dialect: Dialect) -> None:
-        """The client flushed: speak the rest, then reply in ``dialect``'s words."""
+    def finish(self, dialect: Dialect, *, last: bool = False) -> None:
+        """The client flushed: speak the rest, then reply in ``dialect``'s words (``last``: it sends no
+        more text, see :class:`~koe.wire.messages.Flush`)."""
         self.ended_by = dialect
+        self.last = last
         self.speaker.stream.finish()
 
     def cancelled(self) -> None:
@@ -114,7 +117,9 @@ class Turn:
         self._audio(encoder.finish())
         closing = REPLIES[self.ended_by or self.opened_by](self.number, self.options.words, self.request_id)
         elapsed_s = time.monotonic() - self._opened_at
-        self._send(closing.finished(self.speaker.total_s, self.speaker.first_audio_ms(), elapsed_s))
+        self._send(
+            *closing.finished(self.speaker.total_s, self.speaker.first_audio_ms(), elapsed_s, last=self.last)
+        )
         self.speaker.tally.outcome = "flushed"
 
     def _send(self, *messages: ServerMessage) -> None:
@@ -125,4 +130,4 @@ class Turn:
         fmt, rate = self.options.format, self.options.sample_rate
         seconds_per_byte = 1 / (_BYTES_PER_SAMPLE[fmt] * rate)
         for frame in split_frames(payload, fmt, rate, self._frame_s):
-            self._outbox.data(self.number, frame, len(frame) * seconds_per_byte)
+            self._outbox.data(self.number, self._replies.audio(frame), len(frame) * seconds_per_byte)

@@ -5,6 +5,10 @@ sentence ends, line breaks, fenced code blocks) in order.  Whenever a decision d
 have not arrived yet ("Dr." + ?, "3." + ?, "!" + "?"), it stops at that point and resumes there on the
 next feed, so a candidate, once reported, holds for every possible continuation of the text.  That is
 what makes the segmenter's output independent of how the text was cut into tokens.
+
+Languages differ here only in their abbreviations and, in Spanish, in the ``¿``/``¡`` that open a question
+or exclamation no clause cut may split (:class:`koe.text.languages.base.TextRules`); the Hindi danda
+(``।``) and a mark after a space (French "Ça va ?") end sentences in every language.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import IntEnum
+
+from koe.text.languages.base import Abbreviations
 
 
 class Kind(IntEnum):
@@ -32,7 +38,7 @@ class Boundary:
     resume: int
 
 
-_TERMINALS = frozenset(".!?…。！？｡")
+_TERMINALS = frozenset(".!?…。！？｡।॥")
 _PERIODS = frozenset(".…")
 _CLAUSES = frozenset(",;:，；：、")
 _CJK_CLAUSES = frozenset("，；：、")
@@ -41,7 +47,9 @@ _OPENERS = "\"'“‘([{«「『（【"
 _DASHES = frozenset("—–-")
 _FENCE_CHARS = frozenset("`~")
 #: Characters the scanner must look at; everything between them is skipped by one regex search.
-_INTERESTING = re.compile(r"[\n.!?…。！？｡,;:，；：、—–\-`~]")
+_INTERESTING = re.compile(r"[\n.!?…。！？｡।॥,;:，；：、—–\-`~¿¡]")
+#: Spanish marks that open a question or an exclamation, closed by the next ``?`` or ``!``.
+_INVERTED = frozenset("¿¡")
 #: How much text before the scan position is kept: the longest look-back (an abbreviation) fits in it.
 KEEP_BEHIND = 16
 #: Line heads longer than this cannot be list markers or fences, so only this much of a line is kept.
@@ -56,6 +64,7 @@ _NEVER_END = frozenset(
 _MAYBE_END = frozenset(
     "etc inc ltd co corp a.m p.m u.s u.k u.n e.u ph.d al dept min max pop ave blvd rd".split()
 )
+_ENGLISH = Abbreviations(_NEVER_END, _MAYBE_END)
 #: A word that is part of a URL or path: its "?" or "!" may be a query, not the end of a question.
 _URL_LIKE = re.compile(r"[/=&@]")
 _ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
@@ -82,7 +91,12 @@ class Scanner:
     boundary has been reported.  The caller releases text it no longer needs with :meth:`release`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, abbreviations: Abbreviations | None = None, inverted_marks: bool = False) -> None:
+        """``abbreviations``: the language's (English by default); ``inverted_marks``: ``¿…?`` and
+        ``¡…!`` are not cut at their clauses."""
+        self._abbreviations = abbreviations or _ENGLISH
+        self._inverted_marks = inverted_marks
+        self._inverted_open = False  # inside ¿…? or ¡…!: no clause ends
         self._buf = ""
         self._base = 0  # absolute offset of _buf[0]
         self._pos = 0  # absolute scan position: boundaries ending before it are reported
@@ -159,6 +173,11 @@ class Scanner:
         if ch == "\n":
             found.append(Boundary(self._base + i, Kind.HARD, self._base + i + 1))
             self._line_head = ""
+            self._inverted_open = False
+            return i + 1
+        if ch in _INVERTED:
+            self._inverted_open = self._inverted_marks
+            self._grow_head(ch)
             return i + 1
         if ch in _FENCE_CHARS and self._at_line_start():
             return self._open_fence(i, final)
@@ -209,8 +228,12 @@ class Scanner:
             return self._scan_period(i, final, found)
         before = self._buf[i - 1] if i > 0 else " "
         if before.isspace():
-            self._grow_head(ch)
-            return i + 1  # "![image]", "a != b": not the end of a word, so not the end of a sentence
+            after = self._next_char(i + 1)
+            if after is None and not final:
+                return None  # "Ça va ?" (French spacing) or "![image]": the next character decides
+            if after is not None and not after.isspace() and after not in _CLOSERS:
+                self._grow_head(ch)
+                return i + 1  # "![image]", "a != b": not the end of a word, so not the end of a sentence
         if ch in "!?" and _URL_LIKE.search(self._word_before(i)):
             after = self._next_char(i + 1)
             if after is None and not final:
@@ -221,6 +244,7 @@ class Scanner:
         # "!", "?", "。" decide at once: the sentence is over, whatever follows ("?!", a closing quote)
         # starts the next segment and is skipped there as unspeakable.
         found.append(Boundary(self._base + i + 1, Kind.SENTENCE, self._base + i + 1))
+        self._inverted_open = False
         self._grow_head(ch)
         return i + 1
 
@@ -253,7 +277,8 @@ class Scanner:
             return None
         if _is_upper_start(nxt):
             return True
-        found.append(Boundary(self._base + close_end, Kind.CLAUSE, self._base + close_end))
+        if not self._inverted_open:
+            found.append(Boundary(self._base + close_end, Kind.CLAUSE, self._base + close_end))
         return False
 
     def _period_ends(self, i: int, close_end: int, final: bool) -> bool | None:
@@ -262,9 +287,9 @@ class Scanner:
             return False  # "2. " opening a line is a list marker
         word = self._word_before(i)
         lower = word.lower()
-        if lower in _NEVER_END or (len(word) == 1 and word.isalpha()):
+        if lower in self._abbreviations.never or (len(word) == 1 and word.isalpha()):
             return False  # Dr. Smith, e.g. this, J. R. R. Tolkien
-        if lower in _MAYBE_END or _ACRONYM.fullmatch(word):
+        if lower in self._abbreviations.maybe or _ACRONYM.fullmatch(word):
             known, nxt = self._next_word_start(close_end, final)
             return _is_upper_start(nxt) if known else None
         return True
@@ -276,7 +301,7 @@ class Scanner:
         run_end, close_end = ends
         after = self._next_char(close_end)
         cjk = any(c in _CJK_CLAUSES for c in self._buf[i:run_end])
-        if cjk or after is None or after.isspace():
+        if (cjk or after is None or after.isspace()) and not self._inverted_open:
             found.append(Boundary(self._base + close_end, Kind.CLAUSE, self._base + close_end))
         self._grow_head(self._buf[i:close_end])
         return close_end
@@ -294,7 +319,7 @@ class Scanner:
             if not digit_after and not final and after is not None:
                 return None  # "2019 - " may be a range: the character after the space decides
             spaced = not digit_after.isdigit()  # "2019 - 2022" is a range, read "2019 to 2022"
-        if not self._at_line_start() and ("—" in run or len(run) >= 2 or spaced):
+        if not self._at_line_start() and ("—" in run or len(run) >= 2 or spaced) and not self._inverted_open:
             found.append(Boundary(self._base + run_end, Kind.CLAUSE, self._base + run_end))
         self._grow_head(run)
         return run_end

@@ -9,6 +9,7 @@ misreads are rewritten here (measurements in docs/text.md).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,26 +94,34 @@ class _Builder:
         return Normalized(spoken, Alignment(tuple(self.starts), tuple(self.ends)))
 
 
-_MASTER = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern, _ in RULES), re.M)
-_HANDLERS: dict[str, Callable[[re.Match[str]], list[Say]]] = {name: handler for name, _, handler in RULES}
+Rules = tuple[tuple[str, str, Callable[[re.Match[str]], list[Say]]], ...]
 
 
-def normalize(text: str) -> Normalized:
+@functools.cache
+def _compiled(rules: Rules) -> tuple[re.Pattern[str], dict[str, Callable[[re.Match[str]], list[Say]]]]:
+    """One alternation of ``rules`` and each rule's handler (a language's rules: koe.text.languages)."""
+    master = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern, _ in rules), re.M)
+    return master, {name: handler for name, _, handler in rules}
+
+
+def normalize(text: str, rules: Rules = RULES) -> Normalized:
     """Rewrite ``text`` for G2P and keep, per spoken character, the source span it came from.
 
     Args:
         text: a segment (or any text) as the LLM wrote it.
+        rules: the rules to apply (English by default; other languages': :mod:`koe.text.languages`).
 
     Returns:
         ``spoken`` ("" when nothing in it can be said: a rule, a lone bracket, an emoji) and its alignment,
         whose offsets index into ``text``.
     """
+    master, handlers = _compiled(rules)
     out = _Builder()
     pos = 0
-    for match in _MASTER.finditer(text):
+    for match in master.finditer(text):
         out.put(text[pos : match.start()], pos, match.start(), verbatim=True)
         assert match.lastgroup is not None  # every alternative is a named group
-        for part in _HANDLERS[match.lastgroup](match):
+        for part in handlers[match.lastgroup](match):
             out.put(part.text, part.start, part.end, verbatim=part.verbatim)
         pos = match.end()
     out.put(text[pos:], pos, len(text), verbatim=True)

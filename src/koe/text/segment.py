@@ -3,7 +3,8 @@
 Policy (docs/text.md has the reasons and examples):
 
 * the first segment of a turn ends at the first sentence end, or at the first clause end (comma,
-  semicolon, colon, dash) once it holds ``first_min_words`` words, so audio starts early without a
+  semicolon, colon, dash) once it holds ``first_min_words`` words (in the language's units: morae in
+  Japanese, characters in Mandarin, :mod:`koe.text.languages`), so audio starts early without a
   clipped "Sure," fragment;
 * later segments end at sentence ends; a sentence shorter than ``merge_below_chars`` is merged with the
   next ones while the whole stays within ``target_chars``;
@@ -24,7 +25,8 @@ from dataclasses import dataclass, field
 
 from koe.errors import ConfigError
 from koe.text.boundary import Boundary, Kind, Scanner
-from koe.text.normalize import Alignment, normalize
+from koe.text.languages.base import ENGLISH, TextRules
+from koe.text.normalize import Alignment
 from koe.text.spoken import LINK_TARGET
 
 #: misaki makes about 1-1.3 phoneme tokens per English character; 390 characters stay within 510 tokens.
@@ -34,7 +36,7 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _WORD = re.compile(rf"[{_CJK}]|(?:(?![{_CJK}])[^\W_])+(?:['’](?:(?![{_CJK}])[^\W_])+)*")
 _CJK_CHAR = re.compile(rf"[{_CJK}]")
 #: What a segment never starts with: space, and punctuation left over from the previous sentence's end.
-_LEADING = re.compile(r"[\s”’)\]}»」』）】.!?…。！？｡,;:，；：、]*")
+_LEADING = re.compile(r"[\s”’)\]}»」』）】.!?…。！？｡,;:，；：、।॥]*")
 #: A markdown link's target, "](https://...)": never said, so it does not count toward a caller's limit.
 _LINK_TARGET = re.compile(rf"\]\({LINK_TARGET}\)")
 _OPEN_LINK_TARGET = re.compile(rf"\]\({LINK_TARGET}(?:\([^()\s]{{0,300}})?\Z")
@@ -103,16 +105,19 @@ class Segmenter:
     """Feeds on a turn's text piece by piece and returns each segment once its end is certain.
 
     Not thread-safe; one per turn stream.  Pure: no I/O, no clock, so cancelling a caller between calls
-    is always safe (:meth:`reset` starts the next turn).
+    is always safe (:meth:`reset` starts the next turn).  ``language``: the text's rules (English by
+    default; :func:`koe.text.languages.segmenter_for` builds a language's segmenter).
     """
 
-    def __init__(self, options: SegmenterOptions | None = None) -> None:
+    def __init__(self, options: SegmenterOptions | None = None, language: TextRules = ENGLISH) -> None:
         self._options = options or SegmenterOptions()
+        self._language = language
+        self._first_min = language.first_min_units(self._options.first_min_words)
         self.reset()
 
     def reset(self) -> None:
         """Forget the current turn and its limit; the next text starts a new turn (offsets from 0)."""
-        self._scanner = Scanner()
+        self._scanner = Scanner(self._language.abbreviations, self._language.inverted_marks)
         self._hint: int | None = None
         self._candidates: list[Boundary] = []
         self._start = 0  # where the unsegmented text begins (absolute)
@@ -203,7 +208,7 @@ class Segmenter:
                 return a, merged, merged
             if b.kind >= Kind.HARD:
                 return a, b.end, b.resume
-            enough = self._words(a, b.end) >= opts.first_min_words
+            enough = self._words(a, b.end) >= self._first_min
             if b.kind is Kind.SENTENCE:
                 if window.first or length >= opts.merge_below_chars:
                     return a, b.end, b.resume
@@ -245,12 +250,18 @@ class Segmenter:
         for b in candidates[candidates.index(first) :]:
             if b.end - a > self._options.max_chars:
                 return None
-            if b.kind >= Kind.SENTENCE or self._words(a, b.end) >= self._options.first_min_words:
+            if b.kind >= Kind.SENTENCE or self._words(a, b.end) >= self._first_min:
                 return b.end
         return None
 
     def _words(self, start: int, end: int) -> int:
-        return len(_WORD.findall(self._scanner.text(start, end)))
+        return len(self._word_starts(self._scanner.text(start, end)))
+
+    def _word_starts(self, text: str) -> list[int]:
+        """Where each unit of the first-clause rule starts in ``text``: words, or the language's units."""
+        if self._language.unit_starts is not None:
+            return self._language.unit_starts(text)
+        return [m.start() for m in _WORD.finditer(text)]
 
     def _word_cut(
         self, a: int, limit: int, settled: int, bound: int | None, overflow: int | None
@@ -274,11 +285,12 @@ class Segmenter:
             stop = min(stop, bound)
         known = min(stop, settled - 1)  # the last position whose character is known
         text = self._scanner.text(a, known + 1)
-        cuts = [a + i for i in range(1, len(text)) if _is_word_break(text, i)]
+        breaks = self._language.word_break or _is_word_break
+        cuts = [a + i for i in range(1, len(text)) if breaks(text, i)]
         if bound == stop and (not cuts or cuts[-1] != stop):
             cuts.append(stop)
-        word_starts = [a + m.start() for m in _WORD.finditer(text)]
-        need = self._options.first_min_words
+        word_starts = [a + start for start in self._word_starts(text)]
+        need = self._first_min
         enough = [c for c in cuts if bisect.bisect_left(word_starts, c) >= need]
         within = [c for c in enough if c <= a + limit]
         if within:
@@ -295,7 +307,7 @@ class Segmenter:
     def _make(self, start: int, end: int) -> Segment | None:
         """The segment ``[start, end)`` with its spoken form, or None if nothing in it is speakable."""
         text = self._scanner.text(start, end).rstrip()
-        normalized = normalize(text)
+        normalized = self._language.normalize(text)
         if not normalized.spoken:
             return None
         segment = Segment(

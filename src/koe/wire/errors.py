@@ -55,6 +55,8 @@ _BY_CODE: dict[str, ErrorRoute] = {
     "not_ready": ErrorRoute(503, WS_TRY_AGAIN_LATER),
     "shutting_down": ErrorRoute(503, WS_GOING_AWAY),
     "synthesis_failed": ErrorRoute(500, None),
+    # a language whose G2P is not installed here: the server cannot, the session may go on in another
+    "language_unavailable": ErrorRoute(501, None),
 }
 
 _BY_CLASS: tuple[tuple[type[KoeError], ErrorRoute], ...] = (
@@ -89,7 +91,12 @@ def error_body(error: KoeError) -> dict[str, Any]:
 def openai_error_body(error: KoeError) -> dict[str, Any]:
     """The same error in OpenAI's shape, for ``/v1/`` routes (its SDK reads ``error.message``/``code``)."""
     kind = "invalid_request_error" if route_of(error).http_status < 500 else "server_error"
-    return {"error": {"message": error.message, "type": kind, "code": error.code, "param": None}}
+    return {"error": {"message": error.message, "type": kind, "code": error.code, "param": error.param}}
+
+
+def deepgram_error_body(error: KoeError, request_id: str) -> dict[str, Any]:
+    """The same error in Deepgram's shape, for its REST route (its SDKs read ``err_msg``)."""
+    return {"err_code": error.code, "err_msg": error.message, "request_id": request_id}
 
 
 def retry_after_header(error: KoeError) -> dict[str, str]:

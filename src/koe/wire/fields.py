@@ -88,7 +88,7 @@ def lang_field(value: object) -> str:
     if not isinstance(value, str):
         raise _invalid(f"lang must be a string, got {preview(value)}")
     try:
-        return validate_lang(value.strip().lower().replace("_", "-"))
+        return validate_lang(value)
     except ConfigError as exc:
         raise _invalid(exc.message) from exc
 

@@ -2,9 +2,10 @@
 what the server encodes and the clients decode. No I/O here; parsing is the server's
 (:mod:`koe.server.protocol`), encoding requests the client's (:mod:`koe.client.messages`).
 
-Three dialects share one session: koe's own messages (``append``/``flush``/``cancel``/...), the AWS
-sample's untyped ``{"text": ...}`` request, and Deepgram-style ``Speak``/``Flush``/``Clear``/``Close``.
-See docs/protocol.md.
+Four dialects share one session: koe's own messages (``append``/``flush``/``cancel``/...), the AWS
+sample's untyped ``{"text": ...}`` request, Deepgram-style ``Speak``/``Flush``/``Clear``/``Close``, and
+NVIDIA NIM's realtime TTS events (``synthesize_session.update``, ``input_text.append``/``commit``/``done``),
+the protocol of pipecat's NVIDIA SageMaker TTS service. See docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Dialect(StrEnum):
     KOE = "koe"
     AWS = "aws"
     DEEPGRAM = "deepgram"
+    NIM = "nim"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,7 @@ class SessionOptions:
 @dataclass(frozen=True, slots=True)
 class Configure:
     options: SessionOptions
+    dialect: Dialect = Dialect.KOE
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,11 @@ class Append:
 
 @dataclass(frozen=True, slots=True)
 class Flush:
+    """The turn's text is complete; ``last``: no more text follows (NIM's ``input_text.done``), so the
+    reply after the audio says the whole synthesis is complete."""
+
     dialect: Dialect
+    last: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +181,14 @@ class SynthesisStart:
 
 @dataclass(frozen=True, slots=True)
 class SynthesisComplete:
+    """The AWS sample's completion; each figure is also sent under the name the sample's test client
+    reads (``duration_seconds``, ``elapsed_seconds``)."""
+
     TYPE: ClassVar[str] = "synthesis_complete"
+    ALIASES: ClassVar[dict[str, str]] = {
+        "duration_seconds": "total_duration_s",
+        "elapsed_seconds": "elapsed_s",
+    }
     request_id: str | int
     total_duration_s: float
     elapsed_s: float
@@ -192,6 +206,36 @@ class DeepgramCleared:
     sequence_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class NimSessionUpdated:
+    """The settings in force, in NIM's ``synthesize_session`` shape (the reply to an update)."""
+
+    TYPE: ClassVar[str] = "synthesize_session.updated"
+    session: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NimCommitted:
+    """At once on ``input_text.commit`` and ``input_text.done``: the text so far is taken."""
+
+    TYPE: ClassVar[str] = "input_text.committed"
+
+
+@dataclass(frozen=True, slots=True)
+class NimSpeechData:
+    """One frame of audio for NIM clients: base64 PCM16 in a JSON text frame."""
+
+    TYPE: ClassVar[str] = "conversation.item.speech.data"
+    audio: str
+
+
+@dataclass(frozen=True, slots=True)
+class NimSpeechCompleted:
+    """After the last audio of the text ended by ``input_text.done``."""
+
+    TYPE: ClassVar[str] = "conversation.item.speech.completed"
+
+
 ServerMessage = (
     ConfigAck
     | SegmentStart
@@ -204,6 +248,10 @@ ServerMessage = (
     | SynthesisComplete
     | DeepgramFlushed
     | DeepgramCleared
+    | NimSessionUpdated
+    | NimCommitted
+    | NimSpeechData
+    | NimSpeechCompleted
 )
 _OMIT_IF_NONE = frozenset({"retry_after_s"})
 
@@ -216,6 +264,8 @@ def encode(message: ServerMessage) -> str:
         if value is None and f.name in _OMIT_IF_NONE:
             continue
         body[f.name] = _json(value)
+    for alias, name in getattr(message, "ALIASES", {}).items():
+        body[alias] = body[name]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 

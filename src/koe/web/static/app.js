@@ -31,7 +31,12 @@ let sentAt = 0;
 let info = { sample_rate: 24000, voices: [], llm_available: false };
 // A server with KOE_API_KEY needs the key: open the page as /#api_key=<key> (a fragment never reaches a
 // server or its logs). The WebSocket carries it as ?api_key=, since browsers cannot set its headers.
-const apiKey = new URLSearchParams(location.hash.slice(1)).get("api_key");
+const fragment = new URLSearchParams(location.hash.slice(1));
+const apiKey = fragment.get("api_key");
+// A deployed agent (AgentCore Runtime): /#agent=<its wss:// URL>, presigned by `koe agent-url`, or with
+// &token=<JWT> for a JWT authorizer; the token travels as AgentCore's subprotocol. docs/deploy.md.
+const agentUrl = fragment.get("agent");
+const token = fragment.get("token");
 
 const player = new Player(24000, {
   started: () => mark("firstAudioPlayed"),
@@ -63,23 +68,59 @@ function mark(name, force = false) {
 
 // --- connection ---------------------------------------------------------------------------------------
 
+/** The voice picker's options: one group per language (the voice's language is the one it speaks). */
+function voiceOptions(info) {
+  const option = (v) => new Option(v, v, v === info.default_voice, v === info.default_voice);
+  const groups = info.voice_groups && info.voice_groups.length ? info.voice_groups : null;
+  if (!groups) return (info.voices.length ? info.voices : [info.default_voice]).map(option);
+  return groups.map((group) => {
+    const element = document.createElement("optgroup");
+    element.label = group.language;
+    element.dataset.lang = group.lang;
+    element.append(...group.voices.map(option));
+    return element;
+  });
+}
+
 async function connect() {
-  const response = await fetch("agent/info", apiKey ? { headers: { Authorization: `Bearer ${apiKey}` } } : {});
-  if (response.status === 401) { status("this server needs its API key: open the page as /#api_key=<key>"); return; }
-  info = await response.json();
+  if (agentUrl) {
+    info = await openSocket(agentUrl, token ? [`base64UrlBearerAuthorization.${base64url(token)}`, "base64UrlBearerAuthorization"] : []);
+  } else {
+    const response = await fetch("agent/info", apiKey ? { headers: { Authorization: `Bearer ${apiKey}` } } : {});
+    if (response.status === 401) { status("this server needs its API key: open the page as /#api_key=<key>"); return; }
+    info = await response.json();
+  }
   $("llm").textContent = info.llm_available ? `LLM: ${info.llm}` : "No LLM configured — read-aloud works.";
   if (!info.llm_available) { $("no-llm").textContent = info.how_to_enable; $("no-llm").hidden = false; }
-  const voices = info.voices.length ? info.voices : [info.default_voice];
-  $("voice").replaceChildren(...voices.map((v) => new Option(v, v, v === info.default_voice, v === info.default_voice)));
+  $("voice").replaceChildren(...voiceOptions(info));
   player.sampleRate = info.sample_rate;
-  const url = new URL("agent/ws", location.href);
-  url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
-  if (apiKey) url.searchParams.set("api_key", apiKey);
-  socket = new WebSocket(url);
-  socket.binaryType = "arraybuffer";
-  socket.onmessage = (event) => (typeof event.data === "string" ? onEvent(JSON.parse(event.data)) : onAudio(event.data));
-  socket.onclose = () => { koe.state = "closed"; status("disconnected — reload to reconnect"); setBusy(false); };
+  if (!agentUrl) {
+    const url = new URL("agent/ws", location.href);
+    url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+    if (apiKey) url.searchParams.set("api_key", apiKey);
+    openSocket(url, []).catch(() => {}); // a failure closes the socket, and its close handler says so
+  }
   setMode(info.llm_available ? "ask" : "read");
+}
+
+// The agent's socket; resolves with the `info` its first (`session`) message carries.
+function openSocket(url, protocols) {
+  return new Promise((resolve, reject) => {
+    socket = new WebSocket(url, protocols);
+    socket.binaryType = "arraybuffer";
+    socket.onmessage = (event) => {
+      if (typeof event.data !== "string") return onAudio(event.data);
+      const message = JSON.parse(event.data);
+      if (message.type === "session") resolve(message.info);
+      onEvent(message);
+    };
+    socket.onerror = () => reject(new Error(`the WebSocket to ${new URL(url).host} failed`));
+    socket.onclose = () => { koe.state = "closed"; status("disconnected — reload to reconnect"); setBusy(false); };
+  });
+}
+
+function base64url(text) {
+  return btoa(String.fromCharCode(...new TextEncoder().encode(text))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
 function onEvent(event) {
@@ -113,6 +154,7 @@ function onEvent(event) {
       status(event.interrupted ? "interrupted" : `done — ${event.audio_s.toFixed(1)} s of audio`);
       break;
     case "interrupted": status(`stopped; the agent remembers: “${event.heard_text}”`); break;
+    case "reconnected": status(event.message); break;
     case "error":
       status(`error (${event.code}): ${event.message}`);
       if (event.turn === null && koe.state === "speaking") { koe.state = "ready"; setBusy(false); }
@@ -131,7 +173,7 @@ function onAudio(buffer) {
   koe.audioFrames += 1;
   if (koe.dry) { koe.stalls += 1; koe.dry = false; }
   mark("firstAudioQueued");
-  if (segment) { segment.start = start; segment.end = start + samples; }
+  if (segment) { if (segment.end === 0) segment.start = start; segment.end = start + samples; } // pieces in order
   render();
 }
 
