@@ -40,6 +40,10 @@ _LEADING = re.compile(r"[\s”’)\]}»」』）】.!?…。！？｡,;:，；�
 #: A markdown link's target, "](https://...)": never said, so it does not count toward a caller's limit.
 _LINK_TARGET = re.compile(rf"\]\({LINK_TARGET}\)")
 _OPEN_LINK_TARGET = re.compile(rf"\]\({LINK_TARGET}(?:\([^()\s]{{0,300}})?\Z")
+#: A sentence (or usable clause) that ends at most this many English characters of speech past a
+#: caller's limit ends the segment there, rather than being cut before its last word or two ("…range from
+#: -5 to 10 / degrees." is heard as two sentences); about a second of speech.
+STRAND_CHARS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,7 @@ class Segmenter:
         self._options = options or SegmenterOptions()
         self._language = language
         self._first_min = language.first_min_units(self._options.first_min_words)
+        self._strand = max(1, round(STRAND_CHARS / language.chars_per_char))
         self.reset()
 
     def reset(self) -> None:
@@ -199,10 +204,14 @@ class Segmenter:
         merged: int | None = None  # end of short sentences being merged
         clause: int | None = None  # last clause end within the limit that leaves enough words
         overflow: int | None = None  # first usable end past the limit, in case the limit cannot be kept
+        reach = min(window.limit + self._strand, opts.max_chars)  # a usable end up to here is taken
         for b in candidates:
             length = b.end - a
             if length > window.limit:
-                overflow = self._first_usable(a, b, candidates)
+                usable = self._first_usable(a, b, candidates)
+                if merged is None and usable is not None and usable.end - a <= reach:
+                    return a, usable.end, usable.resume  # (short sentences being merged end as before)
+                overflow = None if usable is None else usable.end
                 break
             if merged is not None and length > window.target and b.kind >= Kind.SENTENCE:
                 return a, merged, merged
@@ -219,7 +228,7 @@ class Segmenter:
                 clause = b.end
         if merged is not None and settled > a + window.target:
             return a, merged, merged
-        if settled <= a + window.limit:
+        if settled <= a + reach:
             return None
         if clause is not None:
             return a, clause, clause
@@ -245,13 +254,13 @@ class Segmenter:
             return None
         return min(reach, top)
 
-    def _first_usable(self, a: int, first: Boundary, candidates: list[Boundary]) -> int | None:
+    def _first_usable(self, a: int, first: Boundary, candidates: list[Boundary]) -> Boundary | None:
         """The first sentence end, line break or enough-words clause end from ``first`` on."""
         for b in candidates[candidates.index(first) :]:
             if b.end - a > self._options.max_chars:
                 return None
             if b.kind >= Kind.SENTENCE or self._words(a, b.end) >= self._first_min:
-                return b.end
+                return b
         return None
 
     def _words(self, start: int, end: int) -> int:
