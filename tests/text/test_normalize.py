@@ -135,6 +135,10 @@ CASES = {
     "abbreviation ending the text keeps its period": ("It is on Park Ave.", "It is on Park Avenue."),
     "number sign word": ("No. 5 and no. 6", "Number 5 and number 6"),
     "acronym said as a word": ("Send JSON", "Send Jason"),
+    "acronym misaki runs together, said as its letters": (
+        "The ETA is ten minutes.",
+        "The E T A is ten minutes.",
+    ),
     "slash for or": ("Answer yes/no, and/or skip", "Answer yes or no, and or skip"),
     "optional plural": ("Add the file(s)", "Add the files"),
     "call parentheses": ("Call print() and time.sleep()", "Call print and time dot sleep"),

@@ -42,8 +42,9 @@ PHRASES = {
 #: Each lower-case entry also opens a sentence: "E.g." → "For example".
 PHRASES |= {k[0].upper() + k[1:]: v[0].upper() + v[1:] for k, v in PHRASES.items() if k[0].islower()}
 
-#: Acronyms said as a word that misaki spells letter by letter.
-ACRONYM_WORDS = {"JSON": "Jason", "JPEG": "jay peg"}
+#: Acronyms said as a word that misaki spells letter by letter, and one it runs together: misaki's "ETA"
+#: is heard as "ATA" (the reading corpus), its letters apart as "ETA".
+ACRONYM_WORDS = {"JSON": "Jason", "JPEG": "jay peg", "ETA": "E T A"}
 
 #: Unit symbols after a number → (singular, plural).  Case matters: "MB" is megabytes, "mb" is not a unit.
 UNITS = {
