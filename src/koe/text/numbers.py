@@ -118,7 +118,8 @@ def _timestamp(m: re.Match[str]) -> list[Say]:
 def _phone(m: re.Match[str]) -> list[Say]:
     """555-1234 comes out of misaki as one number glued to another; say it digit by digit, in groups.
 
-    The digits are said as words: misaki reads "5 5 5" so that the ASR hears "55" (the reading corpus).
+    The digits are said as words: said whole, "5 5 5" was heard "55" by the reading corpus's ASR and "five
+    five five" 555 (a one-off probe, 2026-12-01; docs/text.md).
     """
     groups = _DIGIT_RUN.findall(m.group())
     said = [
