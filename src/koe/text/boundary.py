@@ -55,12 +55,15 @@ KEEP_BEHIND = 16
 #: Line heads longer than this cannot be list markers or fences, so only this much of a line is kept.
 _LINE_HEAD_CAP = 8
 
-#: Abbreviations that precede a name or an example and so never end a sentence.
+#: Abbreviations that precede a name, an example or a day ("Jan. 15") and so never end a sentence.
 _NEVER_END = frozenset(
-    "mr mrs ms dr prof sr jr st mt vs e.g i.e cf viz fig approx ca no vol pp gen col lt sgt rev".split()
+    "mr mrs ms dr prof sr jr st mt vs e.g i.e cf viz fig approx ca no vol pp gen col lt sgt rev incl ext "
+    "a.k.a jan feb mar apr jun jul aug sep sept oct nov dec".split()
 )
 #: Abbreviations that end a sentence only when the next word is capitalised ("etc. Then" vs "etc. and").
-_MAYBE_END = frozenset("etc inc ltd co corp a.m p.m u.s u.k u.n e.u ph.d al".split())
+_MAYBE_END = frozenset(
+    "etc inc ltd co corp a.m p.m u.s u.k u.n e.u ph.d al dept min max pop ave blvd rd".split()
+)
 _ENGLISH = Abbreviations(_NEVER_END, _MAYBE_END)
 #: A word that is part of a URL or path: its "?" or "!" may be a query, not the end of a question.
 _URL_LIKE = re.compile(r"[/=&@]")
@@ -308,6 +311,11 @@ class Scanner:
         before = self._buf[i - 1] if i > 0 else "\n"
         after = self._next_char(run_end)
         spaced = before.isspace() and (after is None or after.isspace())
+        if spaced and len(run) == 1 and run != "—" and i >= 2 and self._buf[i - 2].isdigit():
+            digit_after = self._buf[run_end + 1 : run_end + 2]
+            if not digit_after and not final and after is not None:
+                return None  # "2019 - " may be a range: the character after the space decides
+            spaced = not digit_after.isdigit()  # "2019 - 2022" is a range, read "2019 to 2022"
         if not self._at_line_start() and ("—" in run or len(run) >= 2 or spaced) and not self._inverted_open:
             found.append(Boundary(self._base + run_end, Kind.CLAUSE, self._base + run_end))
         self._grow_head(run)

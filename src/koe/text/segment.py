@@ -28,6 +28,7 @@ from koe.errors import ConfigError
 from koe.text.boundary import Boundary, Kind, Scanner
 from koe.text.languages.base import ENGLISH, TextRules
 from koe.text.normalize import Alignment
+from koe.text.spoken import LINK_TARGET
 
 #: misaki makes about 1-1.3 phoneme tokens per English character; 390 characters stay within 510 tokens.
 MAX_SEGMENT_CHARS = 390
@@ -41,6 +42,13 @@ _JOINS = re.compile(rf"(?:(?![{_CJK}])[^\W_]|['’]){{2}}")
 _COMPACT_CANDIDATES = 256
 #: What a segment never starts with: space, and punctuation left over from the previous sentence's end.
 _LEADING = re.compile(r"[\s”’)\]}»」』）】.!?…。！？｡,;:，；：、।॥]*")
+#: A markdown link's target, "](https://...)": never said, so it does not count toward a caller's limit.
+_LINK_TARGET = re.compile(rf"\]\({LINK_TARGET}\)")
+_OPEN_LINK_TARGET = re.compile(rf"\]\({LINK_TARGET}(?:\([^()\s]{{0,300}})?\Z")
+#: A sentence (or usable clause) that ends at most this many English characters of speech past a
+#: caller's limit ends the segment there, rather than being cut before its last word or two ("…range from
+#: -5 to 10 / degrees." is heard as two sentences); about a second of speech.
+STRAND_CHARS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +169,7 @@ class Segmenter:
         self._options = options or SegmenterOptions()
         self._language = language
         self._first_min = language.first_min_units(self._options.first_min_words)
+        self._strand = max(1, round(STRAND_CHARS / language.chars_per_char))
         self.reset()
 
     def reset(self) -> None:
@@ -255,6 +264,10 @@ class Segmenter:
         if window is None:
             return None
         a, opts = window.start, self._options
+        limit = self._limit_past_link_targets(a, window.limit)
+        if limit is None:
+            return None
+        window.limit = limit
         settled = self._scanner.end + 1 if self._final else self._scanner.settled
         key = (a, window.limit, window.target, window.first, self._passed)
         progress = self._progress
@@ -268,6 +281,7 @@ class Segmenter:
                 return self._candidates[self._head + i]
             return Boundary(self._scanner.end, Kind.HARD, self._scanner.end)
 
+        reach = min(window.limit + self._strand, opts.max_chars)  # a usable end up to here is taken
         while progress.overflow is None and progress.index < total:
             b = candidate(progress.index)
             length = b.end - a
@@ -298,9 +312,12 @@ class Segmenter:
                 progress.usable_known, progress.usable_end = True, b.end
             else:
                 progress.usable += 1
+        if progress.merged is None and progress.usable_end is not None and progress.usable_end - a <= reach:
+            b = candidate(progress.usable)  # a sentence ending just past the limit is kept whole
+            return a, b.end, b.resume
         if progress.merged is not None and settled > a + window.target:
             return a, progress.merged, progress.merged
-        if settled <= a + window.limit:
+        if settled <= a + reach:
             return None
         if progress.clause is not None:
             return a, progress.clause, progress.clause
@@ -313,6 +330,24 @@ class Segmenter:
                 progress.hard += 1
         word = self._word_cut(a, window.limit, settled, progress.hard_end, progress.usable_end)
         return None if word is None else (a, word, word)
+
+    def _limit_past_link_targets(self, a: int, limit: int) -> int | None:
+        """``limit`` characters from ``a``, not counting link targets (the limit is about speaking time;
+        "Find it on [GitHub](https://github.com/acme/tool) today." is 25 characters said), within
+        ``max_chars``; None while a target that would count is still arriving."""
+        top = self._options.max_chars
+        if limit >= top:
+            return top
+        text = self._scanner.text(a, a + top)
+        reach = limit
+        for target in _LINK_TARGET.finditer(text):
+            if target.start() >= reach:
+                return min(reach, top)
+            reach += target.end() - target.start()
+        arriving = _OPEN_LINK_TARGET.search(text)
+        if arriving is not None and arriving.start() < reach and not self._final and len(text) < top:
+            return None
+        return min(reach, top)
 
     def _words(self, start: int, end: int) -> int:
         """Words (or the language's units) in ``[start, end)``. English counts from one start are kept
@@ -342,7 +377,9 @@ class Segmenter:
     ) -> int | None:
         """Cut a segment that has no usable boundary within ``limit`` at a word boundary, never mid-word.
 
-        The last word boundary within the limit that leaves ``first_min_words`` words; else whichever
+        The last word boundary within the limit that leaves ``first_min_words`` words, outside brackets
+        if there is one ("the manual (see https://…)" is cut before the bracket, so the normalizer still
+        sees the whole aside); else whichever
         comes first of the next such word boundary and ``overflow``; else the last word boundary before
         the hard maximum or the next line break.  A "word" longer than ``max_chars`` (a pasted blob, not
         speech) is cut at ``max_chars``.
@@ -365,8 +402,11 @@ class Segmenter:
         # a cut leaves enough words before it once it comes after the need-th word's start
         first = bisect.bisect_right(cuts, word_starts[need - 1]) if len(word_starts) >= need else len(cuts)
         last_within = bisect.bisect_right(cuts, a + limit) - 1
-        if last_within >= first:
-            return cuts[last_within]
+        if last_within >= first:  # outside brackets if it can be, so an aside reaches the normalizer whole
+            within = cuts[first : last_within + 1]
+            depth = _bracket_depths(self._scanner.text(a, within[-1]))
+            outside = [c for c in within if depth[min(c - a, len(depth) - 1)] == 0]
+            return (outside or within)[-1]
         beyond = [c for c in (cuts[first] if first < len(cuts) else None, overflow) if c is not None]
         if beyond:
             return min(beyond)
@@ -390,6 +430,18 @@ class Segmenter:
         )
         self._index += 1
         return segment
+
+
+def _bracket_depths(text: str) -> list[int]:
+    """For each index of ``text`` (and its end), how many ``(`` and ``[`` before it are still open."""
+    depths, depth = [0], 0
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]" and depth:
+            depth -= 1
+        depths.append(depth)
+    return depths
 
 
 def _is_word_break(text: str, i: int) -> bool:
