@@ -5,11 +5,13 @@ from __future__ import annotations
 import io
 import time
 
+import av
 import httpx
 import pytest
 import soundfile
 
 from live_server import LiveServer
+from ws_events import WAIT_S
 
 
 def test_ping_is_200_when_ready(koe_server: LiveServer) -> None:
@@ -64,18 +66,35 @@ def test_a_text_plain_body_is_spoken_as_wav(koe_server: LiveServer) -> None:
     assert response.content[:4] == b"RIFF"
 
 
+#: Two sentences: the streamed formats carry more than one segment.
+FORMAT_TEXT = "Yes. Every format carries the same audio."
+
+
 @pytest.mark.parametrize(
-    ("fmt", "magic"),
-    [("mp3", (b"ID3", b"\xff\xfb", b"\xff\xf3")), ("flac", (b"fLaC",)), ("opus", (b"OggS",))],
+    ("fmt", "container", "rate", "decoded_rate", "slack_s"),
+    [
+        ("wav", "wav", 16000, 16000, 0.0),
+        ("flac", "flac", 16000, 16000, 0.0),
+        ("mp3", "mp3", 24000, 24000, 0.1),  # encoder priming and the last frame's padding
+        ("opus", "ogg", 16000, 48000, 0.05),  # Opus decodes at 48 kHz whatever it was sent at
+    ],
 )
-def test_compressed_formats_stream_valid_containers(
-    koe_server: LiveServer, fmt: str, magic: tuple[bytes, ...]
+def test_every_format_decodes_to_the_pcm_of_the_same_text(
+    fake_server: LiveServer, fmt: str, container: str, rate: int, decoded_rate: int, slack_s: float
 ) -> None:
+    url = fake_server.http_url + "/invocations"
+    pcm = httpx.post(url, json={"text": FORMAT_TEXT, "format": "pcm"}, timeout=WAIT_S).content
+    pcm_s = len(pcm) / 2 / 24000
     response = httpx.post(
-        koe_server.http_url + "/invocations", json={"text": "Yes.", "format": fmt}, timeout=120
+        url, json={"text": FORMAT_TEXT, "format": fmt, "sample_rate": rate}, timeout=WAIT_S
     )
-    assert response.status_code == 200
-    assert response.content.startswith(magic)
+    assert response.status_code == 200, response.text
+    with av.open(io.BytesIO(response.content)) as decoded:
+        assert decoded.format.name.split(",")[0] == container
+        frames = list(decoded.decode(audio=0))
+    assert {(f.sample_rate, len(f.layout.channels)) for f in frames} == {(decoded_rate, 1)}
+    seconds = sum(frame.samples for frame in frames) / decoded_rate
+    assert pcm_s - 1 / rate <= seconds <= pcm_s + slack_s, (seconds, pcm_s)
 
 
 @pytest.mark.parametrize(
