@@ -193,6 +193,8 @@ def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_fake: Server
     sentences = [f"Here is sentence {n}." for n in range(1, 7)]
 
     async def main(live: LiveServer) -> None:
+        await asyncio.to_thread(assert_serving, live)
+        turn_jobs = stats(live).completed  # the jobs of one short turn, alone (the fake is deterministic)
         client = socket.create_connection((LOOPBACK, live.port))
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         async with connect(live.ws_url + "/v1/stream?sample_rate=48000", sock=client, max_queue=1) as ws:
@@ -200,13 +202,13 @@ def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_fake: Server
             await send(ws, {"type": "flush"})
             # not reading: synthesis must stop with the turn unfinished and nothing queued or running
             paused_at = await asyncio.to_thread(wait_for_pause, live)
-            assert paused_at < len(sentences)
+            assert paused_at - turn_jobs < len(sentences)
             rss_paused = rss_bytes()
-            # meanwhile another session is served in full, and the paused one stays paused
+            # meanwhile another session is served in full, and the paused one stays paused: the only jobs
+            # done while it was served were that session's own
+            before = stats(live).completed
             await asyncio.to_thread(assert_serving, live)
-            served = stats(live).completed
-            await asyncio.sleep(1.5)
-            assert stats(live).completed == served and stats(live).running == 0
+            assert stats(live).completed - before == turn_jobs and stats(live).running == 0
             assert rss_bytes() - rss_paused < RSS_SLACK_BYTES
             events = await until(ws, of_type("flushed"))  # reading again resumes it
         segments = [m for m in messages(events) if m["type"] == "segment"]
@@ -237,6 +239,8 @@ def test_a_reader_stalled_past_the_keepalive_is_dropped_without_an_internal_erro
     """
 
     async def main(live: LiveServer) -> None:
+        await asyncio.to_thread(assert_serving, live)
+        turn_jobs = stats(live).completed  # the jobs of one short turn, alone (the fake is deterministic)
         client = socket.create_connection((LOOPBACK, live.port))
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         url = live.ws_url + "/v1/stream?sample_rate=48000"
