@@ -85,9 +85,7 @@ def test_every_format_decodes_to_the_pcm_of_the_same_text(
     url = fake_server.http_url + "/invocations"
     pcm = httpx.post(url, json={"text": FORMAT_TEXT, "format": "pcm"}, timeout=WAIT_S).content
     pcm_s = len(pcm) / 2 / 24000
-    response = httpx.post(
-        url, json={"text": FORMAT_TEXT, "format": fmt, "sample_rate": rate}, timeout=WAIT_S
-    )
+    response = httpx.post(url, json={"text": FORMAT_TEXT, "format": fmt, "sample_rate": rate}, timeout=WAIT_S)
     assert response.status_code == 200, response.text
     with av.open(io.BytesIO(response.content)) as decoded:
         assert decoded.format.name.split(",")[0] == container
