@@ -9,7 +9,7 @@ from typing import cast
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
-from koe.errors import KoeError
+from koe.errors import KoeError, OverloadedError
 from koe.server.request_id import request_id_of
 from koe.server.requests import OPENAI_MODELS, parse_invocation, parse_openai_speech
 from koe.server.responses import respond
@@ -52,12 +52,15 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 
 async def ping(request: Request) -> Response:
-    """200 once the model is loaded and warmed up; 503 before (and while shutting down)."""
+    """200 once the model is loaded and warmed up; 503 before (``not_ready``, with the load's error if it
+    failed) and while shutting down (``shutting_down``)."""
     runtime = runtime_of(request)
-    if runtime.ready:
-        return JSONResponse({"status": "ready"})
-    message = runtime.load_error or "the model is loading"
-    return JSONResponse({"error": "not_ready", "message": message}, status_code=503)
+    try:
+        runtime.synthesizer()
+    except OverloadedError as exc:
+        message = runtime.load_error if exc.code == "not_ready" and runtime.load_error else exc.message
+        return JSONResponse({"error": exc.code, "message": message}, status_code=503)
+    return JSONResponse({"status": "ready"})
 
 
 async def invocations(request: Request) -> Response:
