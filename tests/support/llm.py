@@ -69,8 +69,11 @@ class HeldLLM:
         """Serve on a free loopback port; yields the agent's LLM configuration pointing at it."""
         app = Starlette(routes=[Route("/v1/chat/completions", self._completions, methods=["POST"])])
         settings = Settings(host=LOOPBACK, port=0)
-        with run_server(app, settings, wait_ready=False) as live:
-            yield LLMConfig("openai", model=MODEL, base_url=live.http_url + "/v1", api_key="none")
+        try:
+            with run_server(app, settings, wait_ready=False) as live:
+                yield LLMConfig("openai", model=MODEL, base_url=live.http_url + "/v1", api_key="none")
+        finally:
+            self.release.set()  # no worker thread is left waiting after the server has gone
 
 
 @contextmanager
