@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from koe.audio.pcm import to_int16
+from koe.engine.voices import VOICES
 from koe.pipeline.speech import Speech
 from live_server import LiveServer
 from support.fake import fake_speech
@@ -65,6 +66,10 @@ def test_a_blend_speaks_the_averaged_style_not_either_voice(fake_server: LiveSer
     direct = to_int16(fake_speech().synthesize(BLEND_TEXT, voice=BLEND, speed=SPEED))
     assert np.array_equal(blend, direct)
     assert all(len(a) == len(blend) and not np.array_equal(a, blend) for a in alone)
+    # the fake's loudness is 0.1 + 0.4 x the style's level; each fake voice's level is its rank / 54
+    bella, sky = ((VOICES.index(v) + 1) / len(VOICES) for v in ("af_bella", "af_sky"))
+    averaged = 0.1 + 0.4 * (2 * bella + sky) / 3
+    assert np.abs(blend).max() / 32767 == pytest.approx(averaged, abs=0.002)
 
 
 def test_mp3_decodes_to_the_length_of_the_same_pcm(client: openai.OpenAI) -> None:
