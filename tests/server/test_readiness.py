@@ -29,9 +29,9 @@ from ws_events import WAIT_S, of_type, receive, run, send, until
 
 #: What uvicorn is given to drain in; the process must be gone well within it.
 GRACE_S = 10.0
-#: Each fake engine call's time in the served process: a streamed answer takes a second or two.
-ENGINE_CALL_S = 0.05
-STREAMED = " ".join(f"Sentence number {n} is still being spoken when the server stops." for n in range(4))
+#: Each fake engine call's time in the served process (a segment each): the answer takes over a second.
+ENGINE_CALL_S = 0.4
+STREAMED = " ".join(f"Sentence number {n} is still being spoken when the server stops." for n in range(3))
 
 
 def test_ping_is_503_not_ready_while_the_model_loads_then_200() -> None:
@@ -134,12 +134,11 @@ def test_sigterm_drains_an_http_stream_in_flight_and_closes_sessions_with_1012(t
                 after = b"".join([chunk async for chunk in chunks])
             return before + after, len(after), close_code(closed.value)
 
-        stopped_at = time.monotonic()
         streamed, after_sigterm, ws_code = run(main)
         assert ws_code == 1012
-        assert after_sigterm > 0 and streamed == whole  # the stream went on after SIGTERM, to its end
+        # the stream went on after SIGTERM, to its end: uvicorn cuts what is still open after the grace
+        assert after_sigterm > 0 and streamed == whole
         # uvicorn re-raises the signal after its graceful shutdown: the status of any SIGTERM-stopped process
         assert server.wait(GRACE_S) == -signal.SIGTERM
-        assert time.monotonic() - stopped_at < GRACE_S
     text = log.read_text()
     assert "Application shutdown complete" in text and "Traceback" not in text
