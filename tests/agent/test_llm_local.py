@@ -10,7 +10,6 @@ import asyncio
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -21,6 +20,7 @@ from koe.agent.base import Message
 from koe.agent.config import LLMConfig, local_installed
 from koe.agent.openai_compatible import OpenAICompatibleSource, OpenAIOptions
 from koe.errors import UpstreamError
+from live_checks import wait_serving
 from live_server import LOOPBACK, LiveServer, loopback_socket
 from support.fake import FakeEngine
 from support.llm import serve_agent
@@ -66,16 +66,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     base = f"http://{LOOPBACK}:{port}/v1"
     try:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while True:
-            try:
-                if httpx.get(base + "/models").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"llama_cpp.server did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
+        wait_serving(base + "/models", process, log, _START_TIMEOUT_S)
         yield base
     finally:
         process.terminate()

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +20,7 @@ from websockets.exceptions import ConnectionClosed
 
 from koe.app import create_app
 from koe.settings import Settings
-from live_checks import close_code, wait_for
+from live_checks import close_code, wait_for, wait_serving
 from live_server import LOOPBACK, ServerFactory, loopback_socket, run_server
 from support.fake import FakeEngine, fake_speech
 from support.fake_serve import DELAY_VARIABLE
@@ -93,15 +92,7 @@ def fake_serve_process(log: Path) -> Iterator[tuple[subprocess.Popen[bytes], str
         )
     url = f"http://{LOOPBACK}:{port}"
     try:
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            try:
-                if httpx.get(url + "/ping").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        wait_serving(url + "/ping", server, log)
         yield server, url
     finally:
         if server.poll() is None:
