@@ -1,12 +1,14 @@
-"""Telephony's audio, 8 kHz μ-law, on every live route that lets a client choose rate and format, on the fake
-engine: the bytes are decoded (G.711 μ-law) and checked against the fake's known output resampled to 8 kHz.
+"""Telephony's audio at 8 kHz on every live route that lets a client choose its rate, on the fake engine:
+μ-law where the route lets the client choose the format, PCM16 where its protocol fixes it (the AWS
+sample's request, NVIDIA's session). The bytes are decoded and checked against the fake's output
+resampled to 8 kHz.
 
-(``/v1/audio/speech`` is OpenAI's fixed 24 kHz; the AWS sample's and NVIDIA's dialects are PCM16 by their
-protocols, tested in their own files.)
+(``/v1/audio/speech`` is OpenAI's, at a fixed 24 kHz; so is the agent's audio.)
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -18,12 +20,13 @@ from websockets.asyncio.client import connect
 from koe.audio.resample import resample
 from live_server import LiveServer
 from support.fake import fake_speech
-from ws_events import WAIT_S, audio, of_type, run, send, until
+from ws_events import WAIT_S, audio, messages, of_type, run, send, until
 
 TEXT = "Hello there."
 RATE = 8000
 #: How closely the decoded μ-law must follow the fake's audio (μ-law keeps ~1/16 of each sample's size).
 MIN_CORRELATION = 0.99
+NIM_DATA = "conversation.item.speech.data"
 
 
 def mulaw_decode(data: bytes) -> npt.NDArray[np.float64]:
@@ -39,9 +42,13 @@ def expected() -> npt.NDArray[np.float64]:
     return resample(fake_speech().synthesize(TEXT), 24000, RATE).astype(np.float64)
 
 
-def assert_is_the_text_in_mulaw_at_8khz(data: bytes) -> None:
-    decoded, reference = mulaw_decode(data), expected()
-    assert len(decoded) == len(reference)  # one byte a sample, at 8000 samples a second
+def pcm16_decode(data: bytes) -> npt.NDArray[np.float64]:
+    return np.frombuffer(data, dtype="<i2") / 32768.0
+
+
+def assert_is_the_text_at_8khz(decoded: npt.NDArray[np.float64]) -> None:
+    reference = expected()
+    assert len(decoded) == len(reference)  # 8000 samples a second
     assert float(np.corrcoef(decoded, reference)[0, 1]) > MIN_CORRELATION
 
 
@@ -76,6 +83,27 @@ def _koe_socket(path: str) -> Callable[[LiveServer], Awaitable[bytes]]:
     return speak
 
 
+async def _aws_sample_request(live: LiveServer) -> bytes:
+    async with connect(f"{live.ws_url}/invocations-bidirectional-stream") as ws:
+        await send(ws, {"text": TEXT, "sample_rate": RATE, "request_id": "call-1"})
+        return audio(await until(ws, of_type("synthesis_complete")))
+
+
+async def _nim_session(live: LiveServer) -> bytes:
+    """pipecat's NVIDIA client: its session update, its text and commit, base64 audio in events."""
+    update = {
+        "input_text_synthesis": {"voice_name": "af_heart"},
+        "output_audio_params": {"sample_rate_hz": RATE},
+    }
+    async with connect(f"{live.ws_url}/invocations-bidirectional-stream") as ws:
+        await send(ws, {"type": "synthesize_session.update", "session": update})
+        await send(ws, {"type": "input_text.append", "text": TEXT + " "})
+        await send(ws, {"type": "input_text.commit"})
+        await send(ws, {"type": "input_text.done"})
+        events = messages(await until(ws, of_type("conversation.item.speech.completed")))
+    return b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == NIM_DATA)
+
+
 async def _deepgram_socket(live: LiveServer) -> bytes:
     async with connect(f"{live.ws_url}/v1/speak?encoding=mulaw&sample_rate={RATE}") as ws:
         await send(ws, {"type": "Speak", "text": TEXT})
@@ -84,14 +112,16 @@ async def _deepgram_socket(live: LiveServer) -> bytes:
 
 
 @pytest.mark.parametrize(
-    "speak",
+    ("speak", "decode"),
     [
-        _invocations_whole,
-        _invocations_streamed,
-        _deepgram_rest,
-        _koe_socket("/v1/stream"),
-        _koe_socket("/invocations-bidirectional-stream"),
-        _deepgram_socket,
+        (_invocations_whole, mulaw_decode),
+        (_invocations_streamed, mulaw_decode),
+        (_deepgram_rest, mulaw_decode),
+        (_koe_socket("/v1/stream"), mulaw_decode),
+        (_koe_socket("/invocations-bidirectional-stream"), mulaw_decode),
+        (_deepgram_socket, mulaw_decode),
+        (_aws_sample_request, pcm16_decode),
+        (_nim_session, pcm16_decode),
     ],
     ids=[
         "POST /invocations",
@@ -100,12 +130,16 @@ async def _deepgram_socket(live: LiveServer) -> bytes:
         "WS /v1/stream",
         "WS /invocations-bidirectional-stream",
         "WS /v1/speak",
+        "WS AWS sample request (PCM16)",
+        "WS NVIDIA session (PCM16)",
     ],
 )
-def test_every_live_route_speaks_mulaw_at_8khz(
-    fake_server: LiveServer, speak: Callable[[LiveServer], Awaitable[bytes]]
+def test_every_live_route_speaks_at_8khz(
+    fake_server: LiveServer,
+    speak: Callable[[LiveServer], Awaitable[bytes]],
+    decode: Callable[[bytes], npt.NDArray[np.float64]],
 ) -> None:
-    assert_is_the_text_in_mulaw_at_8khz(run(lambda: speak(fake_server)))
+    assert_is_the_text_at_8khz(decode(run(lambda: speak(fake_server))))
 
 
 def test_the_decoder_here_is_g711s_mulaw() -> None:
