@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 from websockets.asyncio.client import connect
@@ -29,6 +31,24 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def wait_serving(url: str, process: subprocess.Popen[bytes], log: Path, timeout_s: float = WAIT_S) -> None:
+    """Until ``url`` answers 200 (connection refused while the process starts is expected).
+
+    Raises:
+        RuntimeError: the process exited or ``timeout_s`` passed; with the end of its ``log``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(url).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{url} never answered 200: {log.read_text()[-2000:]}")
+        time.sleep(0.2)
 
 
 def close_code(closed: ConnectionClosed) -> int | None:

@@ -9,17 +9,21 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
 from koe.agent.base import Message
-from koe.agent.config import local_installed
+from koe.agent.config import LLMConfig, local_installed
 from koe.agent.openai_compatible import OpenAICompatibleSource, OpenAIOptions
 from koe.errors import UpstreamError
+from live_checks import wait_serving
 from live_server import LOOPBACK, LiveServer, loopback_socket
+from support.fake import FakeEngine
+from support.llm import serve_agent
 from ws_events import messages, receive, run, send, until
 
 pytestmark = [
@@ -29,6 +33,7 @@ pytestmark = [
     ),
 ]
 _START_TIMEOUT_S = 120.0
+THREE_FACTS = "Tell me three facts about cats, one sentence each."
 QUESTION = [Message("system", "Answer in one short sentence."), Message("user", "What colour is the sky?")]
 
 
@@ -61,16 +66,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     base = f"http://{LOOPBACK}:{port}/v1"
     try:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while True:
-            try:
-                if httpx.get(base + "/models").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"llama_cpp.server did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
+        wait_serving(base + "/models", process, log, _START_TIMEOUT_S)
         yield base
     finally:
         process.terminate()
@@ -137,8 +133,6 @@ def test_the_agent_answers_a_question_aloud_with_the_local_model(koe_server: Liv
         pytest.skip(f"the server's agent uses {info['llm']!r} (KOE_LLM is set), not the local model")
 
     async def main() -> None:
-        from websockets.asyncio.client import connect
-
         async with connect(koe_server.ws_url + "/agent/ws") as ws:
             await receive(ws)
             await send(ws, {"type": "ask", "prompt": "What is a cat? One sentence."})
@@ -150,3 +144,33 @@ def test_the_agent_answers_a_question_aloud_with_the_local_model(koe_server: Liv
         assert any(isinstance(e, bytes) for e in events)
 
     run(main)
+
+
+def test_barge_in_stops_the_local_models_answer_and_the_next_question_is_answered() -> None:
+    """SmolLM2 in process, the fake engine speaking: synthesis after the first segment is held, so the
+    answer is still being spoken when the listener interrupts after its first audio."""
+    held = threading.Event()
+    config = LLMConfig("local", max_tokens=80)
+    with serve_agent(config, FakeEngine(gate=held, gate_after=1)) as live:
+
+        async def main() -> None:
+            async with connect(live.ws_url + "/agent/ws") as ws:
+                await receive(ws)  # session
+                await send(ws, {"type": "ask", "prompt": THREE_FACTS})
+                heard = messages(await until(ws, lambda m: m["type"] == "audio"))
+                await receive(ws)  # the first segment's samples
+                await send(ws, {"type": "interrupt", "heard_segments": 1})
+                rest = messages(await until(ws, lambda m: m["type"] == "interrupted"))
+                held.set()
+                done, interrupted = rest[-2:]
+                assert done["type"] == "done" and done["interrupted"] and not done["simulated"]
+                (segment,) = [m for m in heard if m["type"] == "segment"]
+                assert interrupted["heard_text"] == done["text"]
+                assert done["text"].strip().endswith(segment["text"].strip())  # what was heard, no more
+                await send(ws, {"type": "ask", "prompt": "What colour is the sky? One short sentence."})
+                answer = messages(await until(ws, lambda m: m["type"] == "done"))
+                assert answer[0]["type"] == "turn" and "SmolLM2" in answer[0]["source"]
+                assert not answer[-1]["interrupted"] and answer[-1]["text"].strip()
+                assert answer[-1]["audio_s"] > 0 and answer[-1]["turn"] == 1
+
+        run(main)

@@ -14,7 +14,7 @@ from koe.agent.openai_compatible import OpenAICompatibleSource, OpenAIOptions
 from koe.agent.pipeline import AgentSession, AgentTurn
 from koe.pipeline.synthesizer import Synthesizer
 from live_server import loopback_socket
-from support.agent import RecordingSource, with_session
+from support.agent import HeldSource, RecordingSource, with_session
 
 ANSWER = (
     "Cats like quiet places to sleep. They also enjoy climbing high shelves to watch the room. "
@@ -34,16 +34,25 @@ async def until(
 
 
 def test_an_answer_is_spoken_while_it_is_still_being_written() -> None:
+    """The LLM holds all but the first sentence until the first audio is out."""
+    first_sentence = ANSWER[: ANSWER.index(".") + 2]
+    source = HeldSource(first_sentence, ANSWER[len(first_sentence) :])
+
     async def main(session: AgentSession, synthesizer: Synthesizer) -> list[AgentEvent]:
-        turn = await session.start("Tell me about cats.", RecordingSource(ANSWER, tokens_per_s=5))
-        return [event async for event in session.events(turn)]
+        turn = await session.start("Tell me about cats.", source)
+        events = []
+        async for event in session.events(turn):
+            events.append(event)
+            if isinstance(event, AudioReady) and not source.release.is_set():
+                written = "".join(e.text for e in events if isinstance(e, TextDelta))
+                assert written == first_sentence  # heard while the rest was still unwritten
+                source.release.set()
+        return events
 
     events = with_session(main)
+    assert source.release.is_set()
     assert isinstance(events[0], TurnStarted) and events[0].simulated
     assert isinstance(events[-1], TurnDone) and not events[-1].interrupted
-    first_audio = next(i for i, e in enumerate(events) if isinstance(e, AudioReady))
-    last_delta = max(i for i, e in enumerate(events) if isinstance(e, TextDelta))
-    assert first_audio < last_delta  # the first sentence was heard before the answer was written
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == ANSWER
     segments = [e for e in events if isinstance(e, SegmentReady)]
     assert [s.index for s in segments] == list(range(len(segments))) and len(segments) >= 2
@@ -78,7 +87,9 @@ def test_a_turn_that_fails_unexpectedly_still_tells_its_client_and_ends() -> Non
 
 
 def test_interrupt_stops_audio_closes_the_llm_trims_history_and_the_next_question_works() -> None:
-    first, second = RecordingSource(ANSWER, tokens_per_s=5), RecordingSource("Sure. Ask away.")
+    first_sentence = ANSWER[: ANSWER.index(".") + 2]
+    first = HeldSource(first_sentence, ANSWER[len(first_sentence) :])  # never released: cut mid-answer
+    second = RecordingSource("Sure. Ask away.")
 
     async def main(session: AgentSession, synthesizer: Synthesizer) -> tuple[list[AgentEvent], ...]:
         turn = await session.start("Tell me about cats.", first)
@@ -106,7 +117,7 @@ def test_interrupt_stops_audio_closes_the_llm_trims_history_and_the_next_questio
 
 
 def test_a_new_question_barges_in_on_the_answer_being_spoken() -> None:
-    first = RecordingSource(ANSWER, tokens_per_s=12)
+    first = HeldSource(ANSWER[:5], ANSWER[5:])  # never released: cut mid-answer
 
     async def main(
         session: AgentSession, synthesizer: Synthesizer

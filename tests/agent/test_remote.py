@@ -24,7 +24,6 @@ from koe.agent.config import LLMConfig, local_installed
 from koe.agent.events import AudioReady, Interrupted
 from koe.agent.pipeline import AgentOptions, AgentSession
 from koe.agent.remote import RemoteSpeaker, remote_voices
-from koe.agent.replay import ReplayPace, ReplaySource
 from koe.agent.routes import create_agent_app
 from koe.agent.service import VoiceAgent
 from koe.client.target import TtsTarget, parse_target
@@ -32,6 +31,8 @@ from koe.errors import ConfigError
 from koe.settings import Settings
 from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket, run_server
 from sse_events import THREE_SENTENCES, segment_words, sse_events
+from support.agent import HeldSource
+from support.llm import HeldLLM
 from support.proxy import CuttableProxy, cuttable_proxy
 from support.sagemaker import FakeSageMaker
 from ws_events import messages, receive, run, send, until
@@ -68,9 +69,9 @@ def tts(
         )
 
 
-def agent_app(target: TtsTarget, voices: list[str] | None = None) -> VoiceAgent:
+def agent_app(target: TtsTarget, voices: list[str] | None = None, llm: LLMConfig | None = None) -> VoiceAgent:
     speaker = RemoteSpeaker(target, remote_voices(target) if voices is None else voices)
-    return VoiceAgent(speaker, LLMConfig("none"))
+    return VoiceAgent(speaker, llm or LLMConfig("none"))
 
 
 @pytest.fixture
@@ -78,6 +79,24 @@ def agent(tts: Tts) -> Iterator[LiveServer]:
     with run_server(
         create_agent_app(agent_app(tts.target, ["af_heart", "bf_emma"])), Settings(host=LOOPBACK, port=0)
     ) as live:
+        yield live
+
+
+@pytest.fixture
+def held_llm() -> HeldLLM:
+    """An LLM that writes one sentence and holds the rest (never released: every answer is cut)."""
+    return HeldLLM("The first sentence is short. ", "The rest of the answer never comes.")
+
+
+@pytest.fixture
+def asking_agent(tts: Tts, held_llm: HeldLLM) -> Iterator[LiveServer]:
+    """The agent with :func:`held_llm` as its LLM: an asked answer is still being written at any moment."""
+    with (
+        held_llm.serving() as llm,
+        run_server(
+            create_agent_app(agent_app(tts.target, ["af_heart"], llm)), Settings(host=LOOPBACK, port=0)
+        ) as live,
+    ):
         yield live
 
 
@@ -109,12 +128,12 @@ def test_agentcore_paths_answer_at_the_root_with_word_timings(tts: Tts, agent: L
 
 
 def test_barge_in_cancels_the_remote_turn_and_the_connection_serves_the_next(
-    tts: Tts, agent: LiveServer, fake_server: LiveServer
+    tts: Tts, asking_agent: LiveServer, fake_server: LiveServer
 ) -> None:
     async def main() -> None:
-        async with connect(agent.ws_url + "/ws") as ws:
+        async with connect(asking_agent.ws_url + "/ws") as ws:
             await receive(ws)  # session
-            await send(ws, {"type": "read", "text": THREE_SENTENCES, "tokens_per_s": 6})
+            await send(ws, {"type": "ask", "prompt": "Hello?"})
             await until(ws, lambda m: m["type"] == "audio")
             await send(ws, {"type": "interrupt"})
             rest = await until(ws, lambda m: m["type"] == "interrupted")
@@ -137,7 +156,8 @@ def test_history_keeps_only_what_the_listener_heard(tts: Tts) -> None:
     async def main() -> None:
         speaker = RemoteSpeaker(tts.target, [])
         session = AgentSession(AgentOptions(), speaker.session)
-        turn = await session.start(THREE_SENTENCES, ReplaySource(THREE_SENTENCES, ReplayPace(6, 0.0)))
+        first = "The first sentence is short. "
+        turn = await session.start(THREE_SENTENCES, HeldSource(first, THREE_SENTENCES[len(first) :]))
         async for event in session.events(turn):
             if isinstance(event, AudioReady):
                 break
@@ -171,12 +191,12 @@ def test_a_connection_lost_between_turns_is_reopened_and_the_page_is_told(
 
 
 def test_a_connection_lost_mid_turn_is_an_error_and_the_next_turn_reconnects(
-    tts: Tts, agent: LiveServer
+    tts: Tts, asking_agent: LiveServer
 ) -> None:
     async def main() -> None:
-        async with connect(agent.ws_url + "/ws") as ws:
+        async with connect(asking_agent.ws_url + "/ws") as ws:
             await receive(ws)  # session
-            await send(ws, {"type": "read", "text": THREE_SENTENCES, "tokens_per_s": 6})
+            await send(ws, {"type": "ask", "prompt": "Hello?"})
             await until(ws, lambda m: m["type"] == "audio")
             tts.proxy.cut()
             rest = messages(await until(ws, lambda m: m["type"] == "done"))

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import base64
 import json
-import time
+import threading
+from typing import Any
 
 import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from live_server import LiveServer
+from live_checks import server_tasks, wait_for
+from live_server import LiveServer, ServerFactory
 from sse_events import THREE_SENTENCES, segment_words, sse_events
 from support import words
-from ws_events import messages, receive, run, send, until
+from support.fake import FakeEngine
+from support.llm import HeldLLM, serve_agent
+from ws_events import WAIT_S, messages, receive, run, send, until
 
 
 def test_the_page_and_its_modules_are_served(fake_server: LiveServer) -> None:
@@ -48,7 +52,7 @@ def test_ping_and_info_describe_the_agent(fake_server: LiveServer) -> None:
 
 
 def test_an_invocation_streams_text_segments_and_audio_as_sse(fake_server: LiveServer) -> None:
-    body = {"read": THREE_SENTENCES, "tokens_per_s": 6, "first_token_delay_s": 0, "voice": "af_sky"}
+    body = {"read": THREE_SENTENCES, "tokens_per_s": 100, "first_token_delay_s": 0, "voice": "af_sky"}
     with httpx.Client(timeout=120) as client:
         response = client.post(fake_server.http_url + "/agent/invocations", json=body)
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
@@ -56,7 +60,6 @@ def test_an_invocation_streams_text_segments_and_audio_as_sse(fake_server: LiveS
     kinds = [e["type"] for e in events]
     assert kinds[0] == "turn" and events[0]["simulated"] and "simulation" in events[0]["source"]
     assert kinds[-1] == "done" and not events[-1]["interrupted"] and events[-1]["simulated"]
-    assert kinds.index("audio") < len(kinds) - 1 - kinds[::-1].index("text_delta")  # audio before text ends
     assert "".join(e["text"] for e in events if e["type"] == "text_delta") == THREE_SENTENCES
     segments = [e for e in events if e["type"] == "segment"]
     audio = [e for e in events if e["type"] == "audio"]
@@ -68,7 +71,29 @@ def test_an_invocation_streams_text_segments_and_audio_as_sse(fake_server: LiveS
     pcm = [base64.b64decode(a["audio"]) for a in audio]
     assert all(a["sample_rate"] == 24000 and len(p) == a["bytes"] for a, p in zip(audio, pcm, strict=True))
     assert events[-1]["audio_s"] == pytest.approx(sum(map(len, pcm)) / 48000, abs=0.002)
-    assert events[-1]["timings"]["first_audio_ms"] < events[-1]["timings"]["text_done_ms"]
+
+
+def test_an_asked_answer_is_heard_over_sse_before_the_llm_has_written_it() -> None:
+    """The LLM holds the rest of its answer until the first audio event has arrived."""
+    llm = HeldLLM("Cats sleep a lot. ", "They also like to climb. And they purr when they are happy.")
+    events: list[dict[str, Any]] = []
+    with (
+        llm.serving() as config,
+        serve_agent(config) as live,
+        httpx.Client(timeout=WAIT_S) as client,
+        client.stream("POST", live.http_url + "/agent/invocations", json={"prompt": "Cats?"}) as response,
+    ):
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line.removeprefix("data: ")))
+                if events[-1]["type"] == "audio" and not llm.release.is_set():
+                    written = "".join(e["text"] for e in events if e["type"] == "text_delta")
+                    assert written == llm.first  # heard while the rest was still unwritten
+                    llm.release.set()
+    assert llm.release.is_set() and events[-1]["type"] == "done" and not events[-1]["interrupted"]
+    assert events[-1]["text"] == llm.answer and not events[-1]["simulated"]
+    timings = events[-1]["timings"]
+    assert timings["first_token_ms"] <= timings["first_audio_ms"] <= timings["text_done_ms"]
 
 
 @pytest.mark.parametrize(
@@ -132,21 +157,22 @@ def test_the_browser_socket_streams_a_turn_then_stops_the_next_at_once(fake_serv
     run(main)
 
 
-def test_a_client_that_leaves_mid_answer_stops_its_turn(fake_server: LiveServer) -> None:
+def test_a_client_that_leaves_mid_answer_stops_its_turn(serve_fake: ServerFactory) -> None:
+    """Synthesis after the first segment is held until the client has left; once the server's tasks are
+    back to what they were, nothing is left that could synthesize the rest."""
     body = {"read": " ".join([THREE_SENTENCES] * 4), "tokens_per_s": 8, "first_token_delay_s": 0}
-    with (
-        httpx.Client(timeout=120) as client,
-        client.stream("POST", fake_server.http_url + "/agent/invocations", json=body) as response,
-    ):
-        for line in response.iter_lines():
-            if line == "event: audio":
-                break  # leave after the first audio, with most of the answer unwritten
-    # the segment being synthesized when the client left may finish; nothing after it may start
-    deadline = time.monotonic() + 30
-    while (stats := fake_server.call(lambda: fake_server.runtime.scheduler.stats)).running:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    completed = stats.completed
-    time.sleep(2)  # long enough for the next segments of an unstopped turn to be synthesized
-    stats = fake_server.call(lambda: fake_server.runtime.scheduler.stats)
-    assert stats.queued == 0 and stats.running == 0 and stats.completed == completed
+    later = threading.Event()
+    with serve_fake(FakeEngine(gate=later, gate_after=1)) as live:
+        tasks = server_tasks(live)
+        with (
+            httpx.Client(timeout=120) as client,
+            client.stream("POST", live.http_url + "/agent/invocations", json=body) as response,
+        ):
+            for line in response.iter_lines():
+                if line == "event: audio":
+                    break  # leave after the first audio, with most of the answer unwritten
+        later.set()
+        wait_for(lambda: server_tasks(live) <= tasks, "the turn's tasks to end")
+        stats = live.call(lambda: live.runtime.scheduler.stats)
+    # the segment held when the client left may finish; nothing after it was synthesized
+    assert stats.queued == 0 and stats.running == 0 and stats.completed <= 2

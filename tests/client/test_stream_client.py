@@ -14,7 +14,7 @@ from koe.client.websocket import stream_url
 from koe.errors import UpstreamError
 from live_server import LiveServer, ServerFactory
 from support import Transcriber, words
-from support.fake import FakeEngine, fake_speech
+from support.fake import FakeEngine, fake_seconds, fake_speech
 
 SAMPLE_RATE = 24_000
 
@@ -59,7 +59,7 @@ def test_a_session_speaks_turn_after_turn_from_plain_iterables(fake_server: Live
             await client.aclose()
 
     first, second = asyncio.run(main())
-    assert first > 0.2 and second > 0.2
+    assert first == second == pytest.approx(fake_seconds("Yes."))
 
 
 def test_cancel_ends_the_turn_early_and_the_session_goes_on(serve_fake: ServerFactory) -> None:
@@ -105,7 +105,7 @@ def test_a_failing_text_source_cancels_the_turn_and_raises_its_error(fake_server
         finally:
             await client.aclose()
 
-    assert asyncio.run(main()) > 0.2
+    assert asyncio.run(main()) == pytest.approx(fake_seconds("Still here."))
 
 
 def test_server_errors_surface_with_their_code(fake_server: LiveServer) -> None:

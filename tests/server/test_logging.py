@@ -12,7 +12,8 @@ import pytest
 from websockets.asyncio.client import connect
 
 from koe.logs import JsonFormatter, TextFormatter
-from live_server import LiveServer
+from live_server import LiveServer, ServerFactory
+from support.fake import FakeEngine, fake_seconds
 from ws_events import WAIT_S, of_type, run, send, until
 
 #: Words that appear nowhere in koe's own messages, so finding one in a log means user text leaked.
@@ -40,16 +41,25 @@ def assert_no_user_text(records: list[logging.LogRecord]) -> None:
         assert not [word for word in PRIVATE if word in written]
 
 
+#: Each fake engine call's time in the turn test: the turn's synthesis time is at least calls x this.
+ENGINE_CALL_S = 0.02
+
+
 def test_each_turn_logs_one_line_with_its_session_counts_and_outcome(
-    fake_server: LiveServer, caplog: pytest.LogCaptureFixture
+    serve_fake: ServerFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def main() -> tuple[str, dict[str, object]]:
-        async with connect(fake_server.ws_url + "/v1/stream") as ws:
+    engine = FakeEngine(delay_s=ENGINE_CALL_S)
+    first_calls = 0
+
+    async def main(live: LiveServer) -> tuple[str, dict[str, object]]:
+        nonlocal first_calls
+        async with connect(live.ws_url + "/v1/stream") as ws:
             await send(ws, {"type": "config"})
             (ack,) = await until(ws, of_type("config"))
             await send(ws, {"type": "append", "text": FIRST})
             await send(ws, {"type": "flush"})
             *_, flushed = await until(ws, of_type("flushed"))
+            first_calls = engine.calls
             await send(ws, {"type": "append", "text": SECOND})
             await send(ws, {"type": "flush"})
             await until(ws, of_type("segment"))
@@ -58,18 +68,19 @@ def test_each_turn_logs_one_line_with_its_session_counts_and_outcome(
         assert isinstance(ack, dict) and isinstance(flushed, dict)
         return str(ack["session"]), flushed
 
-    with caplog.at_level(logging.INFO):
-        session, flushed = run(main)
+    with caplog.at_level(logging.INFO), serve_fake(engine) as live:
+        session, flushed = run(lambda: main(live))
         mine = lambda: [r for r in caplog.records if getattr(r, "session", None) == session]  # noqa: E731
         wait_for(lambda: [r for r in mine() if r.getMessage() == "session closed"])
     turns = [r for r in mine() if r.getMessage() == "turn ended"]
     assert [(r.__dict__["turn"], r.__dict__["outcome"]) for r in turns] == [(0, "flushed"), (1, "cancelled")]
     line = turns[0].__dict__
     assert line["chars"] == len(FIRST)
-    assert line["segments"] >= 1
+    assert line["segments"] == 1  # one sentence
+    assert line["audio_s"] == pytest.approx(fake_seconds(FIRST), abs=0.002)
     assert line["audio_s"] == pytest.approx(flushed["audio_s"], abs=0.002)
     assert line["first_audio_ms"] == pytest.approx(flushed["ttfa_ms"], abs=1.0)
-    assert 0 < line["rtf"] < 20
+    assert line["rtf"] >= first_calls * ENGINE_CALL_S / line["audio_s"] - 0.001  # synthesis time / audio
     assert turns[1].__dict__["chars"] == len(SECOND)
     session_lines = [r for r in caplog.records if r.name == "koe.server.session"]
     assert all(hasattr(r, "session") for r in session_lines)  # every session line carries its id
@@ -98,6 +109,7 @@ def test_each_http_request_logs_one_line_when_its_response_ends(
         (line,) = wait_for(ended)
     fields = line.__dict__
     assert (fields["outcome"], fields["chars"]) == ("completed", len(HTTP_TEXT))
-    assert fields["segments"] >= 1 and fields["audio_s"] > 0 and fields["rtf"] > 0
+    assert fields["segments"] == 1 and fields["rtf"] > 0
+    assert fields["audio_s"] == pytest.approx(fake_seconds(HTTP_TEXT), abs=0.002)
     assert fields["first_audio_ms"] > 0 and len(fields["request"]) == 12
     assert_no_user_text(caplog.records)

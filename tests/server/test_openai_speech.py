@@ -7,10 +7,24 @@ from collections.abc import Iterator
 
 import av
 import httpx
+import numpy as np
+import numpy.typing as npt
 import openai
 import pytest
 
+from koe.audio.pcm import to_int16
+from koe.engine.voices import VOICES
+from koe.pipeline.speech import Speech
 from live_server import LiveServer
+from support.fake import fake_speech
+
+BLEND = "af_bella(2)+af_sky(1)"
+BLEND_TEXT = "Blended voices work too."
+SPEED = 1.2
+#: How far the streamed audio of one sentence may be from a direct synthesis (a window's rounding).
+PCM_SLACK_SAMPLES = 600
+#: Encoder priming and the last frame's padding.
+MP3_SLACK_S = 0.1
 
 
 @pytest.fixture
@@ -21,30 +35,55 @@ def client(koe_server: LiveServer) -> Iterator[openai.OpenAI]:
         yield sdk
 
 
-def test_pcm_streams_raw_24khz_s16le(client: openai.OpenAI) -> None:
+def pcm_of(client: openai.OpenAI, text: str, voice: str, speed: float = 1.0) -> npt.NDArray[np.int16]:
     with client.audio.speech.with_streaming_response.create(
-        model="tts-1", voice="alloy", input="Hello from the OpenAI client.", response_format="pcm"
+        model="tts-1", voice=voice, input=text, response_format="pcm", speed=speed
     ) as response:
         assert response.headers["content-type"] == "audio/pcm"
-        pcm = b"".join(response.iter_bytes())
-    assert len(pcm) % 2 == 0
-    assert len(pcm) / (24_000 * 2) > 1.0  # about two seconds of speech
+        return np.frombuffer(response.read(), dtype="<i2")
 
 
-def test_mp3_decodes_to_speech_of_the_expected_length(client: openai.OpenAI) -> None:
+def test_pcm_streams_raw_24khz_s16le_of_the_aliased_voice(client: openai.OpenAI, speech: Speech) -> None:
+    text = "Hello from the OpenAI client."
+    pcm = pcm_of(client, text, "alloy")
+    direct = speech.synthesize(text, voice="af_alloy")  # alloy's Kokoro voice (GET /v1/audio/voices)
+    assert len(pcm) == pytest.approx(len(direct), abs=PCM_SLACK_SAMPLES)
+
+
+def test_speed_shortens_the_audio_by_its_factor(client: openai.OpenAI) -> None:
+    text = "Speed changes how long this sentence lasts."
+    normal, fast = pcm_of(client, text, BLEND), pcm_of(client, text, BLEND, speed=SPEED)
+    assert len(fast) / len(normal) == pytest.approx(1 / SPEED, rel=0.05)
+
+
+def test_a_blend_speaks_the_averaged_style_not_either_voice(fake_server: LiveServer) -> None:
+    """On the fake engine, whose level follows the style: exactly the direct synthesis of the blend."""
+    with openai.OpenAI(
+        base_url=fake_server.http_url + "/v1", api_key="unused", timeout=120, max_retries=0
+    ) as sdk:
+        blend = pcm_of(sdk, BLEND_TEXT, BLEND, speed=SPEED)
+        alone = [pcm_of(sdk, BLEND_TEXT, voice, speed=SPEED) for voice in ("af_bella", "af_sky")]
+    direct = to_int16(fake_speech().synthesize(BLEND_TEXT, voice=BLEND, speed=SPEED))
+    assert np.array_equal(blend, direct)
+    assert all(len(a) == len(blend) and not np.array_equal(a, blend) for a in alone)
+    # the fake's loudness is 0.1 + 0.4 x the style's level; each fake voice's level is its rank / 54
+    bella, sky = ((VOICES.index(v) + 1) / len(VOICES) for v in ("af_bella", "af_sky"))
+    averaged = 0.1 + 0.4 * (2 * bella + sky) / 3
+    assert np.abs(blend).max() / 32767 == pytest.approx(averaged, abs=0.002)
+
+
+def test_mp3_decodes_to_the_length_of_the_same_pcm(client: openai.OpenAI) -> None:
     with client.audio.speech.with_streaming_response.create(
-        model="gpt-4o-mini-tts",
-        voice="af_bella(2)+af_sky(1)",
-        input="Blended voices work too.",
-        response_format="mp3",
-        speed=1.2,
+        model="gpt-4o-mini-tts", voice=BLEND, input=BLEND_TEXT, response_format="mp3", speed=SPEED
     ) as response:
         assert response.headers["content-type"] == "audio/mpeg"
         mp3 = response.read()
     with av.open(io.BytesIO(mp3)) as container:
         frames = [frame for frame in container.decode(audio=0)]
-    seconds = sum(frame.samples for frame in frames) / frames[0].sample_rate
-    assert 0.8 < seconds < 4.0
+    assert {frame.sample_rate for frame in frames} == {24000}
+    seconds = sum(frame.samples for frame in frames) / 24000
+    pcm_s = len(pcm_of(client, BLEND_TEXT, BLEND, speed=SPEED)) / 24000
+    assert pcm_s <= seconds <= pcm_s + MP3_SLACK_S
 
 
 def test_bad_requests_raise_the_sdk_error_with_koe_code(client: openai.OpenAI) -> None:

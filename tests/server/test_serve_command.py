@@ -9,11 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from live_checks import wait_serving
 from live_server import LOOPBACK, loopback_socket
 from ws_events import WAIT_S, of_type, receive, run, send, until
 
@@ -48,15 +48,7 @@ def test_sigterm_closes_sessions_with_1012_and_exits_cleanly_in_time(tmp_path: P
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + WAIT_S * 2
-        while True:
-            try:
-                if httpx.get(f"http://{LOOPBACK}:{port}/ping").status_code == 200:
-                    break
-            except httpx.ConnectError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
-            time.sleep(0.5)
+        wait_serving(f"http://{LOOPBACK}:{port}/ping", server, tmp_path / "serve.log", WAIT_S * 2)
 
         async def session() -> int | None:
             async with connect(f"ws://{LOOPBACK}:{port}/v1/stream") as ws:

@@ -10,13 +10,15 @@ from typing import TypeVar
 from koe.agent.base import Message
 from koe.agent.inprocess import InProcessSpeaker
 from koe.agent.pipeline import AgentOptions, AgentSession, SpeakerOpener
-from koe.agent.replay import ReplayPace, ReplaySource
+from koe.agent.replay import ReplayPace, ReplaySource, tokenize
 from koe.pipeline.synthesizer import Synthesizer
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import Scheduler
 from support.fake import FakeEngine, fake_speech
 
 T = TypeVar("T")
+#: How long a held answer waits for its release: a test that never releases it fails then.
+HOLD_S = 30.0
 
 
 class RecordingSource:
@@ -42,6 +44,35 @@ class RecordingSource:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class HeldSource:
+    """An LLM that writes ``first`` at once, then holds the rest of its answer until :attr:`release` is set:
+    what happens before the release happened while the answer was still being written."""
+
+    simulated = True
+    label = "held (simulation)"
+
+    def __init__(self, first: str, rest: str) -> None:
+        self._parts = (first, rest)
+        self.release = asyncio.Event()
+        self.closed = False
+        self.finished = False
+
+    async def stream(self, messages: Sequence[Message]) -> AsyncGenerator[str]:
+        try:
+            for held, part in zip((False, True), self._parts, strict=True):
+                if held:
+                    await asyncio.wait_for(self.release.wait(), HOLD_S)
+                for token in tokenize(part):
+                    await asyncio.sleep(0)
+                    yield token
+            self.finished = True
+        finally:
+            self.closed = True
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
 
 
 class Metrics:

@@ -16,7 +16,9 @@ from koe.agent.routes import create_agent_app
 from koe.agent.service import VoiceAgent
 from koe.client.target import parse_target
 from koe.settings import Settings
+from live_checks import wait_for
 from live_server import LOOPBACK, LiveServer, run_server
+from support.llm import HeldLLM, serve_agent
 
 THREE_SENTENCES = (
     "The first sentence is short. The second one takes a little longer to write, token by token. "
@@ -35,7 +37,7 @@ def read_aloud(page: Any, text: str, tokens_per_s: int) -> None:
     page.click("#go")
 
 
-def test_read_aloud_plays_before_the_text_is_written_and_stop_silences_it(
+def test_read_aloud_plays_highlights_its_words_and_stop_silences_it(
     koe_server: LiveServer, browser: Any, artifacts: Path
 ) -> None:
     page = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
@@ -49,13 +51,12 @@ def test_read_aloud_plays_before_the_text_is_written_and_stop_silences_it(
     assert groups[0] == ["American English", 20] and ["Japanese", 5] in groups and len(groups) == 9
     assert page.eval_on_selector("#voice", "(el) => el.value") == "af_heart"
 
-    read_aloud(page, THREE_SENTENCES, tokens_per_s=6)
+    read_aloud(page, THREE_SENTENCES, tokens_per_s=20)  # playing mid-answer: the ask test below
     page.wait_for_function("window.koe.timings.lastAudio !== undefined", timeout=WAIT_MS)
     koe = page.evaluate("window.koe")
     timings = koe["timings"]
-    assert timings["firstAudioQueued"] < timings["lastToken"]  # audio was in the worklet mid-stream
-    assert timings["firstAudioPlayed"] < timings["lastToken"]
     assert timings["firstToken"] <= timings["firstSegment"] <= timings["firstAudioQueued"]
+    assert timings["firstAudioQueued"] <= timings["firstAudioPlayed"] <= timings["lastAudio"]
     assert koe["answer"] == THREE_SENTENCES and koe["simulated"]
     assert page.inner_text("tr[data-mark=firstAudioPlayed] td") == f"{timings['firstAudioPlayed']} ms"
     assert page.inner_text("#transcript") == THREE_SENTENCES
@@ -108,3 +109,39 @@ def test_the_page_talks_to_an_agent_elsewhere_by_its_url_and_sends_a_jwt_as_agen
     assert len(segments) >= 2 and koe["audioFrames"] > len(segments)  # segments came in several pieces
     assert segments[0]["start"] == 0 and all(s["start"] < s["end"] for s in segments)
     assert all(a["end"] == b["start"] for a, b in itertools.pairwise(segments))
+
+
+def test_ask_mode_plays_the_answer_while_the_llm_still_writes_it_and_stop_closes_the_llm(
+    browser: Any,
+) -> None:
+    """ "Ask the agent" with an LLM that holds all but its first sentence: the page plays that sentence
+    while the rest is unwritten; Stop then interrupts the turn and closes the LLM's stream; asked again,
+    the whole answer plays. (The fake engine speaks: the page, not the voice, is the point here.)"""
+    llm = HeldLLM("A good name for a cat is Miso. ", "It is short and sweet. Cats answer to short names.")
+    with llm.serving() as config, serve_agent(config) as live:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(live.http_url + "/")
+        page.wait_for_function("window.koe && window.koe.state === 'ready'", timeout=WAIT_MS)
+        assert page.evaluate("window.koe.mode") == "ask" and page.is_visible("#prompt")
+        page.fill("#prompt", "What is a good name for a cat?")
+        page.click("#go")
+        page.wait_for_function("window.koe.level > 0", timeout=WAIT_MS)  # audible
+        koe = page.evaluate("window.koe")
+        assert koe["answer"] == llm.first and "done" not in koe["log"]  # played while the rest was held
+        assert not koe["simulated"] and koe["timings"]["firstAudioPlayed"] >= koe["timings"]["firstToken"]
+
+        page.click("#stop")
+        page.wait_for_function("window.koe.log.includes('interrupted')", timeout=WAIT_MS)
+        wait_for(lambda: llm.abandoned == 1, "the agent to close the LLM's stream")
+        stopped = page.evaluate("window.koe")
+        assert stopped["state"] == "stopped" and stopped["samplesAfterStop"] == 0
+
+        llm.release.set()
+        page.click("#go")
+        page.wait_for_function("window.koe.timings.lastAudio !== undefined", timeout=WAIT_MS)
+        answered = page.evaluate("window.koe")
+        assert page.inner_text("#transcript") == llm.answer
+    assert answered["answer"] == llm.answer and llm.answers == 2 and llm.abandoned == 1
+    assert errors == []

@@ -1,0 +1,140 @@
+"""Readiness and shutdown as SageMaker sees them: ``/ping`` while the model loads and after, and SIGTERM to a
+``koe serve`` process with a stream and a session in flight (the fake engine stands in for the model)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from koe.app import create_app
+from koe.settings import Settings
+from live_checks import close_code, wait_for, wait_serving
+from live_server import LOOPBACK, ServerFactory, loopback_socket, run_server
+from support.fake import FakeEngine, fake_speech
+from support.fake_serve import DELAY_VARIABLE
+from ws_events import WAIT_S, of_type, receive, run, send, until
+
+#: What uvicorn is given to drain in; the process must be gone well within it.
+GRACE_S = 10.0
+#: Each fake engine call's time in the served process (a segment each): the answer takes over a second.
+ENGINE_CALL_S = 0.4
+STREAMED = " ".join(f"Sentence number {n} is still being spoken when the server stops." for n in range(3))
+
+
+def test_ping_is_503_not_ready_while_the_model_loads_then_200() -> None:
+    """The warm-up's first synthesis is held: the load is observably in progress while /ping answers."""
+    loading = threading.Event()
+    engine = FakeEngine(gate=loading)
+    settings = Settings(host=LOOPBACK, port=0, warmup=True)
+    with run_server(create_app(settings, fake_speech(engine)), settings, wait_ready=False) as live:
+        wait_for(lambda: engine.calls > 0, "the warm-up to reach the engine")
+        ping = httpx.get(live.http_url + "/ping")
+        assert (ping.status_code, ping.json()) == (
+            503,
+            {"status": "loading", "error": "not_ready", "message": "the model is still loading"},
+        )
+        speech = httpx.post(live.http_url + "/invocations", json={"text": "Hi."})
+        assert (speech.status_code, speech.json()["error"]) == (503, "not_ready")
+        loading.set()
+        wait_for(lambda: httpx.get(live.http_url + "/ping").status_code == 200, "the load to finish")
+        assert httpx.get(live.http_url + "/ping").json() == {"status": "ready"}
+        body = {"text": "Hi.", "format": "pcm"}
+        pcm = httpx.post(live.http_url + "/invocations", json=body, timeout=WAIT_S)
+        assert pcm.status_code == 200 and len(pcm.content) == fake_speech().synthesize("Hi.").size * 2
+
+
+def test_ping_says_shutting_down_not_loading_once_the_server_has_closed(serve_fake: ServerFactory) -> None:
+    with serve_fake() as live:
+        assert httpx.get(live.http_url + "/ping").status_code == 200
+    # the lifespan's shutdown ran; uvicorn no longer listens, so ask the app itself (as a loopback host,
+    # which the Host check lets through)
+    transport = httpx.ASGITransport(app=live.app)
+
+    async def ping() -> httpx.Response:
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://{LOOPBACK}") as client:
+            return await client.get("/ping")
+
+    response = asyncio.run(ping())
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "stopping",
+        "error": "shutting_down",
+        "message": "the server is shutting down",
+    }
+
+
+@contextmanager
+def fake_serve_process(log: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``koe serve`` on the fake engine in its own process, ready on /ping; yields it and its URL."""
+    with loopback_socket() as probe:
+        port = probe.getsockname()[1]
+    tests = str(Path(__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+        DELAY_VARIABLE: str(ENGINE_CALL_S),
+        "KOE_SHUTDOWN_GRACE_S": str(GRACE_S),
+    }
+    command = [sys.executable, "-m", "support.fake_serve", "--log-level", "INFO"]
+    with log.open("wb") as sink:
+        server = subprocess.Popen(
+            [*command, "serve", "--host", LOOPBACK, "--port", str(port)],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://{LOOPBACK}:{port}"
+    try:
+        wait_serving(url + "/ping", server, log)
+        yield server, url
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+
+
+@pytest.mark.server
+def test_sigterm_drains_an_http_stream_in_flight_and_closes_sessions_with_1012(tmp_path: Path) -> None:
+    body = {"text": STREAMED, "format": "pcm", "stream": True}
+    log = tmp_path / "serve.log"
+    with fake_serve_process(log) as (server, url):
+        whole = httpx.post(url + "/invocations", json=body, timeout=WAIT_S).content  # the same, undisturbed
+
+        async def main() -> tuple[bytes, int, int | None]:
+            async with (
+                httpx.AsyncClient(timeout=WAIT_S) as client,
+                client.stream("POST", url + "/invocations", json=body) as response,
+                connect(url.replace("http", "ws", 1) + "/v1/stream") as ws,
+            ):
+                chunks = response.aiter_bytes()
+                before = await anext(chunks)
+                await send(ws, {"type": "append", "text": STREAMED})
+                await send(ws, {"type": "flush"})
+                await until(ws, of_type("segment"))
+                server.send_signal(signal.SIGTERM)
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        await receive(ws)
+                after = b"".join([chunk async for chunk in chunks])
+            return before + after, len(after), close_code(closed.value)
+
+        streamed, after_sigterm, ws_code = run(main)
+        assert ws_code == 1012
+        # the stream went on after SIGTERM, to its end: uvicorn cuts what is still open after the grace
+        assert after_sigterm > 0 and streamed == whole
+        # uvicorn re-raises the signal after its graceful shutdown: the status of any SIGTERM-stopped process
+        assert server.wait(GRACE_S) == -signal.SIGTERM
+    text = log.read_text()
+    assert "Application shutdown complete" in text and "Traceback" not in text
