@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from koe.engine.assets import locate
-from koe.engine.base import BufferedAudio, Engine, SynthesisRequest, UtteranceStream
+from koe.engine.base import AudioChunk, BufferedAudio, Engine, SynthesisRequest, UtteranceStream
 from koe.engine.registry import EngineOptions, load_engine
 from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
 from koe.engine.voices import AMERICAN, DEFAULT_VOICE, VOICES, VoiceBank
@@ -29,6 +29,7 @@ from koe.g2p.base import G2P
 from koe.g2p.chunk import split_phonemes
 from koe.g2p.registry import G2PRegistry
 from koe.pipeline.params import validate_lang
+from koe.pipeline.seams import Trim, trim
 from koe.pipeline.voice import Voice, resolve_voice
 from koe.settings import Settings
 from koe.text.languages.lookup import segmenter_for
@@ -173,7 +174,14 @@ class Speech:
 @dataclass(slots=True)
 class _Piece:
     stream: UtteranceStream
-    pending: deque[Audio]  # audio its stream produced while it was being opened (engines without timing)
+    pending: deque[AudioChunk]  # audio its stream produced while being opened (engines without timing)
+    trim: Trim | None  # what of it is kept at the joins (None: the engine gives no timing to tell)
+    position: int = 0  # samples of the stream's audio seen so far
+
+    def kept(self, audio: Audio) -> Audio:
+        """``audio``, the stream's next samples, less what the joins trim."""
+        offset, self.position = self.position, self.position + audio.size
+        return audio if self.trim is None else self.trim.apply(audio, offset)
 
 
 class SegmentDecode:
@@ -181,8 +189,10 @@ class SegmentDecode:
 
     :meth:`open` does G2P and each phoneme piece's first step — with timings, that is all of the segment's
     words — then :meth:`next_audio` returns the audio: all of it at once, or with ``windowed`` one bounded
-    piece per call (the engine's windows, sized from ``buffered_s``) until :attr:`done`. Once ``cancel`` is
-    set no step decodes anything more. Not thread-safe: one caller at a time.
+    piece per call (the engine's windows, sized from ``buffered_s``) until :attr:`done`. Each piece's
+    silent edges are trimmed to what a pause lasts inside one utterance (:mod:`koe.pipeline.seams`), so
+    segments join as whole-text synthesis would. Once ``cancel`` is set no step decodes anything more. Not
+    thread-safe: one caller at a time.
     """
 
     def __init__(
@@ -226,17 +236,19 @@ class SegmentDecode:
             first = next(stream, None)
             if first is None:  # nothing the model can say, or cancelled
                 continue
-            pending: deque[Audio] = deque()
+            pending: deque[AudioChunk] = deque()
+            kept: Trim | None = None
             if isinstance(first, SegmentTiming):
-                offset_s = samples / SAMPLE_RATE
+                kept = trim(first)
+                offset_s = samples / SAMPLE_RATE - kept.start_s
                 words += (
                     WordTiming(w.text_start, w.text_end, w.start_s + offset_s, w.end_s + offset_s)
                     for w in first.words(piece.words)
                 )
-                samples += first.samples
+                samples += kept.samples
             else:
-                pending.append(first.audio)
-            self._pieces.append(_Piece(stream, pending))
+                pending.append(first)
+            self._pieces.append(_Piece(stream, pending, kept))
         return words
 
     def next_audio(self) -> Audio:
@@ -246,14 +258,13 @@ class SegmentDecode:
         parts: list[Audio] = []
         while self._pieces and not (self._windowed and parts):
             head = self._pieces[0]
-            if head.pending:
-                parts.append(head.pending.popleft())
-                continue
-            event = next(head.stream, None)
+            event = head.pending.popleft() if head.pending else next(head.stream, None)
             if event is None:  # the piece is spoken, or cancelled
                 self._pieces.popleft()
             elif not isinstance(event, SegmentTiming):  # a piece's timing is its first event only
-                parts.append(event.audio)
+                audio = head.kept(event.audio)
+                if audio.size:
+                    parts.append(audio)
         while self._pieces and self._pieces[0].stream.done and not self._pieces[0].pending:
             self._pieces.popleft()  # so that the caller knows this was the last step
         if not parts:
