@@ -65,6 +65,10 @@ class SegmentStream:
         segmenter: a fresh segmenter for this turn.
         lookahead: segments queued or running at once.
         windowed: each segment a chain of one-window jobs, its audio in parts.
+        windowed_first: the turn's first segment so (its first audio then waits for stage A and one
+            window, not the whole segment), the others whole unless ``windowed``.
+        paced: cut lengths follow the listener's buffer (short first segments); off, segments end where the
+            segmenter's own rules end them (a complete body, where nobody waits for the first one).
     """
 
     def __init__(
@@ -78,6 +82,8 @@ class SegmentStream:
         *,
         lookahead: int,
         windowed: bool = False,
+        windowed_first: bool = False,
+        paced: bool = True,
     ) -> None:
         self._speech = speech
         self._scheduler = scheduler
@@ -87,6 +93,8 @@ class SegmentStream:
         self._segmenter = segmenter
         self._lookahead = lookahead
         self._windowed = windowed
+        self._windowed_first = windowed or windowed_first
+        self._paced = paced
         #: the cost model counts English characters; one of this language's is this many of them
         self._weight = rules_for(voice.lang).chars_per_char
         self._buffer = ""
@@ -191,13 +199,14 @@ class SegmentStream:
             estimate = self._cost.audio_s(self._chars(segment), self.voice.speed)
             progress = self.listener.track(estimate)
             cancel = threading.Event()
+            windowed = self._windowed_first if segment.index == 0 else self._windowed
             job = SegmentJob(
                 self._speech,
                 segment,
                 self.voice,
                 cancel,
-                windowed=self._windowed,
-                buffered_s=self.listener.buffered_s if self._windowed else None,
+                windowed=windowed,
+                buffered_s=self.listener.buffered_s if windowed else None,
             )
             try:
                 first = self._scheduler.submit(
@@ -218,7 +227,9 @@ class SegmentStream:
 
     def _cut_one(self) -> Segment | None:
         if not self._cut:
-            if not self._windowed:  # windowed, a segment of any length starts as soon as a short one
+            # windowed, a segment of any length starts as soon as a short one would: no hint
+            windowed = self._windowed_first if self.first_cut_at is None else self._windowed
+            if self._paced and not windowed:
                 hint = max(
                     MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
                 )

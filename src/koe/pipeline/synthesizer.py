@@ -1,8 +1,9 @@
 """The loaded model and the shared scheduler: what every transport opens its turns' streams from.
 
 One :class:`Synthesizer` per server. It is also the one place that decides whether a turn's segments are
-decoded in windows: when the server asks for it (``Settings.windowed``), the engine can
-(``capabilities.windowed``), and the transport plays audio as it arrives (not a complete file).
+decoded in windows: when the server asks for it (``Settings.windowed`` for every segment,
+``Settings.windowed_first`` for a turn's first), the engine can (``capabilities.windowed``), and the
+transport plays audio as it arrives (not a complete file).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class Synthesizer:
         observer: the metrics.
         lookahead: segments of one turn queued or running at once.
         windowed: streamed segments decode in windows, where the engine can.
+        windowed_first: a streamed turn's first segment does (its first audio then comes after stage A and
+            one window instead of the whole segment; docs/engine.md says what it costs in quality).
     """
 
     speech: Speech
@@ -38,15 +41,20 @@ class Synthesizer:
     observer: Observer
     lookahead: int = 1
     windowed: bool = False
+    windowed_first: bool = False
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
         """Raises ``VoiceError`` or ``ConfigError`` for a bad voice, speed or accent."""
         return self.speech.voice(spec, speed, lang)
 
-    def stream(self, voice: Voice, listener: Listener, *, whole: bool = False) -> SegmentStream:
+    def stream(
+        self, voice: Voice, listener: Listener, *, whole: bool = False, complete: bool = False
+    ) -> SegmentStream:
         """A new turn's stream for ``listener``; ``whole`` when the transport needs each segment in one
-        part (a complete file, an agent segment announced with its duration)."""
-        windowed = self.windowed and not whole and self.speech.engine.capabilities.windowed
+        part (an agent segment announced with its duration), ``complete`` when it sends one complete body
+        (nothing is heard before the end: segments are cut where the text's own boundaries fall, never
+        shortened for an early start, so the audio is what the streamed turn's would be at its best)."""
+        can = not (whole or complete) and self.speech.engine.capabilities.windowed
         return SegmentStream(
             self.speech,
             self.scheduler,
@@ -55,7 +63,9 @@ class Synthesizer:
             listener,
             segmenter_for(voice.lang),
             lookahead=self.lookahead,
-            windowed=windowed,
+            windowed=can and self.windowed,
+            windowed_first=can and self.windowed_first,
+            paced=not complete,
         )
 
     def speaker(self, stream: SegmentStream, transport: str, *, started_at: float | None = None) -> Speaker:

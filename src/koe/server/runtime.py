@@ -76,10 +76,13 @@ class Runtime:
             self.metrics,
             lookahead=self.settings.segments_ahead,
             windowed=self.settings.windowed,
+            windowed_first=self.settings.windowed_first,
         )
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice
+        if self.settings.windowed or self.settings.windowed_first:
+            speech.engine.prepare(speech.voices.resolve(voice))  # the default voice windows from the start
         speech.synthesize(_WARMUP_TEXTS[0], voice=voice)  # first run: allocations, caches
         samples = []
         for text in _WARMUP_TEXTS:
