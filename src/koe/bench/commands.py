@@ -34,7 +34,16 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("--ttfa-threshold", type=float, help="capacity: most s from first sentence to audio")
     parser.add_argument(
-        "--only", choices=["languages"], help="one scenario alone (languages: streamed ja/es answers vs en)"
+        "--only",
+        choices=["languages", "first-audio"],
+        help="one scenario alone (languages: streamed ja/es answers vs en; first-audio: whole and streamed "
+        "texts against the peer servers)",
+    )
+    parser.add_argument(
+        "--peer-python",
+        type=Path,
+        help="first-audio: the interpreter of fastkokoro's environment (default .venv-peers/bin/python, "
+        "made by `make bench-peers`)",
     )
     parser.set_defaults(handler=_run_bench)
 
@@ -63,6 +72,8 @@ def _run_bench(args: argparse.Namespace) -> int:
     )
     if args.only == "languages":
         return _run_languages(config)
+    if args.only == "first-audio":
+        return _run_first_audio(config, args.peer_python)
     results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
     paths = report.write(results, traces, config.out)
     report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
@@ -81,6 +92,23 @@ def _run_languages(config: Any) -> int:
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     console = Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
     report.print_sections([report.Section(*languages.table(results["languages"]))], console)
+    _stderr.print(f"wrote {path}")
+    return 0
+
+
+def _run_first_audio(config: Any, python: Path | None) -> int:
+    import json
+
+    from koe.bench import fastkokoro, firstaudio, report
+
+    results = firstaudio.run_alone(
+        config, " ".join(["koe", *sys.argv[1:]]), python or fastkokoro.DEFAULT_PYTHON
+    )
+    config.out.mkdir(parents=True, exist_ok=True)
+    path = config.out / firstaudio.JSON_NAME
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    console = Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
+    report.print_sections([report.Section(*firstaudio.table(results))], console)
     _stderr.print(f"wrote {path}")
     return 0
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from koe.bench.stats import Chunk
+from koe.bench.stats import Chunk, onset_s
 from koe.bench.turns import TurnTrace
 from koe.engine.voices import VoiceBank
 
@@ -48,17 +48,20 @@ async def create_turn(kokoro: Any, text: str, voice: str) -> TurnTrace:
     started = time.monotonic()
     audio, rate = await asyncio.to_thread(kokoro.create, text, voice=voice, lang=LANG)
     trace.done_at = time.monotonic() - started
-    trace.chunks.append(Chunk(trace.done_at, len(audio) / rate))
+    trace.chunks.append(Chunk(trace.done_at, len(audio) / rate, onset_s(np.asarray(audio), rate)))
     return trace
 
 
-async def create_stream_turn(kokoro: Any, text: str, voice: str) -> TurnTrace:
-    """``Kokoro.create_stream``: the whole text at once, audio batch by batch as it is made."""
+async def create_stream_turn(
+    kokoro: Any, text: str, voice: str, *, starts_at: float | None = None
+) -> TurnTrace:
+    """``Kokoro.create_stream``: the whole text at once, audio batch by batch as it is made; times count
+    from ``starts_at`` (monotonic; default now)."""
     trace = TurnTrace("kokoro_onnx_create_stream", first_sentence_at=0.0)
-    started = time.monotonic()
+    started = time.monotonic() if starts_at is None else starts_at
     async for audio, rate in kokoro.create_stream(text, voice=voice, lang=LANG):
         at = time.monotonic() - started
         trace.segments.append(at)
-        trace.chunks.append(Chunk(at, len(audio) / rate))
+        trace.chunks.append(Chunk(at, len(audio) / rate, onset_s(np.asarray(audio), rate)))
     trace.done_at = time.monotonic() - started
     return trace
