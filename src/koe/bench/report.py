@@ -103,8 +103,10 @@ def _barge_in(barge: Mapping[str, Any]) -> Section:
     for key, label in (
         ("cancel_to_cancelled_s", "cancel → cancelled"),
         ("cancel_to_last_audio_s", "cancel → last audio frame"),
+        ("unplayed_at_cancel_s", "unplayed audio held at cancel (the player drops it)"),
     ):
-        section.rows.append((label, *(_ms(barge[key][k]) for k in ("median", "p95", "max"))))
+        if key in barge:  # results written before the unplayed audio was measured lack it
+            section.rows.append((label, *(_ms(barge[key][k]) for k in ("median", "p95", "max"))))
     section.notes.append(f"audio frames after `cancelled`: {barge['audio_after_cancelled']}")
     return section
 

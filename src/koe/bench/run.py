@@ -154,6 +154,7 @@ async def _barge_in(config: BenchConfig, url: str, steps: _Steps) -> dict[str, A
         "runs": [asdict(r) for r in runs],
         "cancel_to_cancelled_s": asdict(summarize([r.cancel_to_cancelled_s for r in runs])),
         "cancel_to_last_audio_s": asdict(summarize([r.cancel_to_last_audio_s for r in runs])),
+        "unplayed_at_cancel_s": asdict(summarize([r.unplayed_at_cancel_s for r in runs])),
         "audio_after_cancelled": sum(r.audio_after_cancelled for r in runs),
     }
 
