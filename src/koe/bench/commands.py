@@ -42,8 +42,8 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument(
         "--peer-python",
         type=Path,
-        help="first-audio: the interpreter of fastkokoro's environment (default .venv-peers/bin/python, "
-        "made by `make bench-peers`)",
+        help="the interpreter of fastkokoro's environment, for the first-audio scenario (default "
+        ".venv-peers/bin/python, made by `make bench-peers`; missing, that peer is left out)",
     )
     parser.set_defaults(handler=_run_bench)
 
@@ -69,11 +69,12 @@ def _run_bench(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         max_sessions=args.max_sessions,
         ttfa_threshold_s=args.ttfa_threshold,
+        peer_python=args.peer_python,
     )
     if args.only == "languages":
         return _run_languages(config)
     if args.only == "first-audio":
-        return _run_first_audio(config, args.peer_python)
+        return _run_first_audio(config)
     results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
     paths = report.write(results, traces, config.out)
     report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
@@ -96,14 +97,12 @@ def _run_languages(config: Any) -> int:
     return 0
 
 
-def _run_first_audio(config: Any, python: Path | None) -> int:
+def _run_first_audio(config: Any) -> int:
     import json
 
-    from koe.bench import fastkokoro, firstaudio, report
+    from koe.bench import firstaudio, report
 
-    results = firstaudio.run_alone(
-        config, " ".join(["koe", *sys.argv[1:]]), python or fastkokoro.DEFAULT_PYTHON
-    )
+    results = firstaudio.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
     config.out.mkdir(parents=True, exist_ok=True)
     path = config.out / firstaudio.JSON_NAME
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")

@@ -33,6 +33,8 @@ VOICE = "af_heart"
 #: ~0.8 s; this allows for sessions sharing the cores).
 TTFA_THRESHOLD_S = 1.5
 ENGINE_SIZES = (16, 32, 64, 128, 256, 384, 500)
+#: The interpreter of the peer servers' own environment (``make bench-peers``).
+PEER_PYTHON = Path(".venv-peers/bin/python")
 QUICK_ENGINE_SIZES = (16, 64, 128)
 
 
@@ -46,6 +48,7 @@ class BenchConfig:
         barge_ins: cancels in the barge-in scenario (p95 from 20 on).
         max_sessions: the largest capacity level tried.
         capacity_rounds: rounds of each capacity level (it passes when most of them do).
+        peer_python: the interpreter of fastkokoro's environment (missing: that peer is left out).
     """
 
     out: Path
@@ -62,6 +65,7 @@ class BenchConfig:
     engine_sizes: tuple[int, ...] = ENGINE_SIZES
     engine_repeats: int = 3
     seed: int = 7
+    peer_python: Path = PEER_PYTHON
 
     def __post_init__(self) -> None:
         for name in ("repeats", "barge_ins", "max_sessions", "capacity_rounds", "engine_repeats"):
@@ -83,6 +87,7 @@ class BenchConfig:
         repeats: int | None = None,
         max_sessions: int | None = None,
         ttfa_threshold_s: float | None = None,
+        peer_python: Path | None = None,
     ) -> BenchConfig:
         """Full or quick defaults, then the given overrides (``None`` keeps the default)."""
         config = cls(out, quick, url)
@@ -103,4 +108,5 @@ class BenchConfig:
             repeats=config.repeats if repeats is None else repeats,
             max_sessions=config.max_sessions if max_sessions is None else max_sessions,
             ttfa_threshold_s=config.ttfa_threshold_s if ttfa_threshold_s is None else ttfa_threshold_s,
+            peer_python=config.peer_python if peer_python is None else peer_python,
         )

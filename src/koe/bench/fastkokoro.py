@@ -27,7 +27,6 @@ from koe.errors import UpstreamError
 PEER = "fastkokoro"
 #: What ``make bench-peers`` installs, and the interpreter it makes.
 REQUIREMENT = "fastkokoro[cpu]==0.7.0"
-DEFAULT_PYTHON = Path(".venv-peers/bin/python")
 STRATEGIES = ("sentence", "chunk")
 #: Loading its ONNX session and G2P on a busy 2-core machine; never reached when healthy.
 START_TIMEOUT_S = 300.0

@@ -28,7 +28,7 @@ import httpx
 from koe.agent.replay import ReplayPace
 from koe.bench import fastkokoro, peer
 from koe.bench.config import BenchConfig
-from koe.bench.run import summarize_runs
+from koe.bench.stats import summarize_runs
 from koe.bench.target import in_process_server
 from koe.bench.turns import TURN_TIMEOUT_S, Clock, PcmReader, TurnTrace, koe_turn, stream_answer
 from koe.engine.assets import locate
@@ -162,24 +162,36 @@ def targets(scenarios: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 
 @contextmanager
-def _peers(
-    config: BenchConfig, speech: Speech, model: bytes, python: Path, workdir: Path, report: dict[str, Any]
+def peers(
+    config: BenchConfig, kokoro: Any, workdir: Path, report: dict[str, Any]
 ) -> Iterator[dict[str, Ask]]:
-    """kokoro-onnx in this process and fastkokoro's servers (when its environment exists), on koe's model
-    and voices; what was found is recorded in ``report["peers"]``."""
-    kokoro = peer.load_kokoro_onnx(model, speech.voices, workdir)
+    """kokoro-onnx (loaded by the caller from ``workdir``'s model and voice files) and fastkokoro's servers on
+    the same files, when its environment (``config.peer_python``) exists; what was found goes in
+    ``report["peers"]``."""
     asks: dict[str, Ask] = {"kokoro_onnx_create_stream": partial(_kokoro_onnx_ask, kokoro, config.voice)}
     report["peers"] = {peer.PEER: peer.version()}
-    found = fastkokoro.version(python)
-    report["peers"][fastkokoro.PEER] = found or f"not installed ({python}): make bench-peers"
+    found = fastkokoro.version(config.peer_python)
+    report["peers"][fastkokoro.PEER] = found or f"not installed ({config.peer_python}): make bench-peers"
     with ExitStack() as stack:
         if found is not None:
             for strategy in fastkokoro.STRATEGIES:
                 url = stack.enter_context(
-                    fastkokoro.server(python, strategy, workdir / "model.onnx", workdir / "voices.npz")
+                    fastkokoro.server(
+                        config.peer_python, strategy, workdir / peer.MODEL_FILE, workdir / peer.VOICES_FILE
+                    )
                 )
                 asks[f"fastkokoro_{strategy}"] = partial(_fastkokoro_ask, url, config.voice, strategy)
         yield asks
+
+
+@contextmanager
+def koe_servers(settings: Settings, speech: Speech) -> Iterator[dict[str, str]]:
+    """koe as configured and koe with ``windowed_first`` off, both in this process on ``speech``."""
+    with (
+        in_process_server(settings, speech) as url,
+        in_process_server(replace(settings, windowed_first=False), speech) as before,
+    ):
+        yield {KOE: url, KOE_BEFORE: before}
 
 
 async def _kokoro_onnx_ask(kokoro: Any, voice: str, text: str, at: float) -> TurnTrace:
@@ -201,7 +213,7 @@ async def measure(
     return results
 
 
-def run_alone(config: BenchConfig, command: str, python: Path) -> dict[str, Any]:
+def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     """``koe bench --only first-audio``: koe's servers in this process, the peers beside them, the report."""
     started = time.monotonic()
     settings = Settings.from_env(port=0)
@@ -221,13 +233,10 @@ def run_alone(config: BenchConfig, command: str, python: Path) -> dict[str, Any]
     options = SpeechOptions.from_settings(settings, warmup=False)
     speech = Speech.load(options)
     model = locate("onnx", options.model_dir, options.download, list(options.voices)).model_bytes()
-    with (
-        tempfile.TemporaryDirectory(prefix="koe-bench-") as workdir,
-        _peers(config, speech, model, python, Path(workdir), report) as peers,
-        in_process_server(settings, speech) as url,
-        in_process_server(replace(settings, windowed_first=False), speech) as before,
-    ):
-        scenarios = asyncio.run(measure(config, {KOE: url, KOE_BEFORE: before}, peers, lambda: None))
+    with tempfile.TemporaryDirectory(prefix="koe-bench-") as workdir:
+        kokoro = peer.load_kokoro_onnx(model, speech.voices, Path(workdir))
+        with peers(config, kokoro, Path(workdir), report) as asks, koe_servers(settings, speech) as urls:
+            scenarios = asyncio.run(measure(config, urls, asks, lambda: None))
     report["scenarios"] = scenarios
     report["targets"] = targets(scenarios)
     report["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
@@ -259,4 +268,4 @@ def table(report: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[s
         for scenario, result in report["scenarios"].items()
         if "koe_over_best_peer_first_audio_s" in result["ratios"]
     ]
-    return "first audio: koe against the peer servers (medians)", columns, rows, notes
+    return "7 · first audio: koe against the peer servers (medians)", columns, rows, notes

@@ -20,6 +20,8 @@ from koe.engine.voices import VoiceBank
 
 PEER = "kokoro-onnx"
 LANG = "en-us"
+#: What it is given, in the caller's directory (fastkokoro reads the same two files).
+MODEL_FILE, VOICES_FILE = "model.onnx", "voices.npz"
 
 
 def load_kokoro_onnx(model: bytes, voices: VoiceBank, workdir: Path) -> Any:
@@ -29,7 +31,7 @@ def load_kokoro_onnx(model: bytes, voices: VoiceBank, workdir: Path) -> Any:
     """
     from kokoro_onnx import Kokoro
 
-    model_path, voices_path = workdir / "model.onnx", workdir / "voices.npz"
+    model_path, voices_path = workdir / MODEL_FILE, workdir / VOICES_FILE
     model_path.write_bytes(model)
     tables: dict[str, Any] = {name: voices.resolve(name) for name in voices.names()}
     np.savez(voices_path, **tables)

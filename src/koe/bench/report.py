@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from koe.bench import languages, plots
+from koe.bench import firstaudio, languages, plots
 from koe.bench.turns import TurnTrace
 
 JSON_NAME = "bench.json"
@@ -63,13 +63,15 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     if "koe_over_koe_windowed_first_audio" in ratios:
         agent.notes.append(
             f"koe / koe windowed = {ratios['koe_over_koe_windowed_first_audio']:.1f}× (windowed decoding is "
-            "opt-in: it misses the spectral-balance gate, docs/engine.md)"
+            "opt-in beyond a turn's first segment: it misses the spectral-balance gate, docs/engine.md)"
         )
     peer = _strategies(
         scenarios["peer"]["strategies"],
         f"2 · peer library, whole text at once: {scenarios['peer']['library']} vs koe (medians)",
     )
     extra = [Section(*languages.table(scenarios["languages"]))] if "languages" in scenarios else []
+    if "first_audio" in scenarios:
+        extra.append(Section(*firstaudio.table(scenarios["first_audio"])))
     return [
         agent,
         peer,

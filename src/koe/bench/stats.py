@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,16 @@ def summarize(values: Sequence[float]) -> Summary:
         else None
     )
     return Summary(len(values), statistics.median(values), p95, min(values), max(values))
+
+
+def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric field of ``runs`` as a summary (fields that are ``None`` in every run are left out)."""
+    out: dict[str, Any] = {}
+    for key in runs[0]:
+        values = [r[key] for r in runs if r[key] is not None]
+        if values:
+            out[key] = asdict(summarize(values))
+    return out
 
 
 def worst_case(summary: Summary) -> float:
