@@ -37,7 +37,10 @@ def _factory(speech: Speech) -> ServerFactory:
     def start(
         sock: socket.socket | None = None, uvicorn: dict[str, Any] | None = None, **overrides: Any
     ) -> Iterator[LiveServer]:
-        settings = Settings(**{"host": LOOPBACK, "port": 0, "warmup": False, **overrides})
+        # no segment cache unless asked for: tests share servers, and a hit from another test's turn would
+        # make this one's synthesis instant (tests/pipeline/test_cache.py and tests/server/test_cache_*.py)
+        defaults = {"host": LOOPBACK, "port": 0, "warmup": False, "segment_cache_mb": 0}
+        settings = Settings(**{**defaults, **overrides})
         with run_server(create_app(settings, speech), settings, sock, **(uvicorn or {})) as live:
             yield live
 
@@ -48,16 +51,17 @@ def _factory(speech: Speech) -> ServerFactory:
 def serve_app(speech: Speech) -> ServerFactory:
     """Start another server sharing the loaded model, with its own settings: ``with serve_app(**limits)``.
 
-    Warm-up is off (the shared model is warm) unless asked for; ``sock`` passes a prepared socket and
-    ``uvicorn`` options of uvicorn's own (its keepalive ping...).
+    Warm-up and the segment cache are off (the shared model is warm) unless asked for; ``sock`` passes a
+    prepared socket and ``uvicorn`` options of uvicorn's own (its keepalive ping...).
     """
     return _factory(speech)
 
 
 @pytest.fixture(scope="session")
 def koe_server(speech: Speech) -> Iterator[LiveServer]:
-    """The shared server with default limits (warm-up on, so its cost model is fitted as in production)."""
-    settings = Settings(host=LOOPBACK, port=0)
+    """The shared server with default limits (warm-up on, so its cost model is fitted as in production), but
+    no segment cache: its tests would hear each other's segments."""
+    settings = Settings(host=LOOPBACK, port=0, segment_cache_mb=0)
     with run_server(create_app(settings, speech), settings) as live:
         yield live
 

@@ -21,6 +21,8 @@ def test_environment_variables_are_typed_and_overrides_win() -> None:
             "KOE_MODEL_DIR": "/models",
             "KOE_HOST": "0.0.0.0",
             "KOE_WINDOWED": "1",
+            "KOE_SEGMENT_CACHE_MB": "0",
+            "KOE_PRECACHE": "builtin",
         },
         port=9100,
         workers=None,
@@ -28,6 +30,8 @@ def test_environment_variables_are_typed_and_overrides_win() -> None:
     assert (settings.port, settings.workers, settings.audio_high_water_s) == (9100, 2, 6.5)
     assert (settings.warmup, settings.model_dir, settings.host) == (False, Path("/models"), "0.0.0.0")
     assert settings.windowed and not Settings().windowed
+    assert (settings.segment_cache_mb, settings.precache) == (0.0, "builtin")
+    assert Settings().segment_cache_mb > 0 and Settings().precache is None
 
 
 def test_the_defaults_bind_loopback_on_port_8080() -> None:
@@ -52,6 +56,9 @@ def test_every_limit_is_finite() -> None:
         ({"KOE_FRAME_S": "0.5"}, f"at most {MAX_FRAME_S}"),
         ({"KOE_AUDIO_LOW_WATER_S": "20"}, "below audio_high_water_s"),
         ({"KOE_PORT": "70000"}, "port"),
+        ({"KOE_SEGMENT_CACHE_MB": "-1"}, "segment_cache_mb"),
+        ({"KOE_SEGMENT_CACHE_MB": "nan"}, "KOE_SEGMENT_CACHE_MB"),
+        ({"KOE_SEGMENT_CACHE_MB": "1e9"}, "segment_cache_mb"),
     ],
 )
 def test_bad_values_fail_at_start_naming_the_setting(environ: dict[str, str], says: str) -> None:

@@ -174,13 +174,19 @@ def _register_install(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def _run_install(args: argparse.Namespace) -> int:
-    from koe.engine.assets import install_voices, packaged_model_bytes
+    from koe.engine.assets import ModelSource, install_voices, packaged_model_bytes
+    from koe.engine.registry import EngineOptions, load_engine
     from koe.engine.voices import VOICES
+    from koe.settings import Settings
 
     with _status("verifying the int8 model…"):
         packaged_model_bytes()
     with _status("fetching voices…"):
         target = install_voices(list(VOICES), force=args.force)
+    if args.engine == "onnx":  # loading it once proves the stage cut and records that, so starts skip it
+        with _status("proving the stage cut on this machine…"):
+            threads = Settings.from_env().threads_per_worker
+            load_engine(EngineOptions(threads=threads), ModelSource(model_path=None, voices_dir=target))
     _fetch_remote(args.engine, download=args.download)
     _stderr.print(f"model verified; {len(VOICES)} voices verified in {target}")
     _report_languages()

@@ -19,6 +19,8 @@ from koe.errors import ConfigError
 #: The protocol caps one audio frame at 100 ms so that a cancel never waits behind more than that.
 MAX_FRAME_S = 0.1
 _ENV_PREFIX = "KOE_"
+#: The segment cache's ceiling: 16 GiB of float32 audio is ~2 days of speech, far past any useful working set.
+MAX_SEGMENT_CACHE_MB = 16_384
 #: A shorter API key could be guessed; 16 characters is what ``secrets.token_urlsafe(12)`` gives.
 MIN_API_KEY_CHARS = 16
 
@@ -63,6 +65,9 @@ class Settings:
     # scheduler
     max_queued_jobs: int = 64
     segments_ahead: int = 1  # segments of one turn queued or running at once
+    # segment cache (docs/operations.md): audio of segments said before, replayed bit for bit; 0 disables it
+    segment_cache_mb: float = 64.0
+    precache: str | None = None  # "builtin" or a JSON file of voice → openers, synthesized once ready
     # lifecycle
     shutdown_grace_s: float = 20.0  # SageMaker kills the container 30 s after SIGTERM
     # access (docs/operations.md): no key means no auth, as on loopback and behind SageMaker's own auth
@@ -99,6 +104,11 @@ class Settings:
         ):
             value = getattr(self, name)
             _require(name, math.isfinite(value) and value > 0, "a finite number > 0")
+        _require(
+            "segment_cache_mb",
+            math.isfinite(self.segment_cache_mb) and 0 <= self.segment_cache_mb <= MAX_SEGMENT_CACHE_MB,
+            f"a number of megabytes from 0 to {MAX_SEGMENT_CACHE_MB}",
+        )
         _require("port", 0 <= self.port <= 65535, "a port number in [0, 65535]")
         _require("engine", self.engine in ("onnx", "torch"), "'onnx' or 'torch'")
         _require("frame_s", self.frame_s <= MAX_FRAME_S, f"at most {MAX_FRAME_S} s")

@@ -83,6 +83,14 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
         assert fit["slope_ms_per_token"] > 0
         assert [p["tokens"] for p in fit["points"]] == sorted(p["tokens"] for p in fit["points"])
 
+    openers = scenarios["openers"]
+    assert set(openers["kinds"]) == {"koe_cached", "koe_uncached"}
+    for row in openers["kinds"].values():
+        _summary_ok(row["first_audio_after_opener_s"], row["turns"])
+    # every cached turn's opener was pre-warmed, none of the sentences after them were
+    assert openers["cache"]["hits"] == openers["kinds"]["koe_cached"]["turns"] == len(openers["openers"])
+    assert "cold_start" not in scenarios  # a quick run starts no fresh processes
+
     assert set(report["targets"]) == {
         "first_audio_speedup_vs_batch",
         "gaps_one_session",
@@ -92,3 +100,4 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
         assert (tmp_path / name).read_bytes().startswith(PNG_SIGNATURE)
     tables = (tmp_path / "bench.md").read_text()
     assert "| koe |" in tables and "| koe_windowed |" in tables and "| kokoro_onnx_create_stream |" in tables
+    assert "| koe_cached |" in tables

@@ -49,6 +49,8 @@ class BenchConfig:
         max_sessions: the largest capacity level tried.
         capacity_rounds: rounds of each capacity level (it passes when most of them do).
         peer_python: the interpreter of fastkokoro's environment (missing: that peer is left out).
+        opener_rounds: rounds over the openers in the openers scenario.
+        cold_repeats: fresh processes of each kind in the cold-start scenario (0: skipped).
     """
 
     out: Path
@@ -64,11 +66,22 @@ class BenchConfig:
     ttfa_threshold_s: float = TTFA_THRESHOLD_S
     engine_sizes: tuple[int, ...] = ENGINE_SIZES
     engine_repeats: int = 3
+    opener_rounds: int = 3
+    cold_repeats: int = 3
     seed: int = 7
     peer_python: Path = PEER_PYTHON
 
     def __post_init__(self) -> None:
-        for name in ("repeats", "barge_ins", "max_sessions", "capacity_rounds", "engine_repeats"):
+        if self.cold_repeats < 0:
+            raise ConfigError(f"bench cold_repeats: expected an integer >= 0, got {self.cold_repeats}")
+        for name in (
+            "repeats",
+            "barge_ins",
+            "max_sessions",
+            "capacity_rounds",
+            "engine_repeats",
+            "opener_rounds",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"bench {name}: expected an integer >= 1, got {getattr(self, name)}")
         if not (math.isfinite(self.ttfa_threshold_s) and self.ttfa_threshold_s > 0):
@@ -101,6 +114,8 @@ class BenchConfig:
                 capacity_rounds=1,
                 engine_sizes=QUICK_ENGINE_SIZES,
                 engine_repeats=1,
+                opener_rounds=1,
+                cold_repeats=0,  # fresh processes loading the model: a minute even once
             )
         return replace(
             config,

@@ -268,4 +268,4 @@ def table(report: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[s
         for scenario, result in report["scenarios"].items()
         if "koe_over_best_peer_first_audio_s" in result["ratios"]
     ]
-    return "7 · first audio: koe against the peer servers (medians)", columns, rows, notes
+    return "9 · first audio: koe against the peer servers (medians)", columns, rows, notes

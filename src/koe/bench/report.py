@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from koe.bench import firstaudio, languages, plots
+from koe.bench import coldstart, firstaudio, languages, openers, plots
 from koe.bench.turns import TurnTrace
 
 JSON_NAME = "bench.json"
@@ -33,6 +33,10 @@ class Section:
     columns: tuple[str, ...]
     rows: list[tuple[str, ...]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+#: Scenarios a run may leave out (against a remote server, or quick), and their tables.
+_OPTIONAL = {"openers": openers.table, "cold_start": coldstart.table}
 
 
 def write(report: dict[str, Any], traces: Mapping[str, TurnTrace], out: Path) -> dict[str, Path]:
@@ -79,6 +83,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         _capacity(scenarios["capacity"]),
         *extra,
         _engine(report),
+        *[Section(*table(scenarios[name])) for name, table in _OPTIONAL.items() if name in scenarios],
         _targets(report),
     ]
 

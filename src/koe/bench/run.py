@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from koe.bench import bargein, capacity, engine, firstaudio, languages, peer
+from koe.bench import bargein, capacity, coldstart, engine, firstaudio, languages, openers, peer
 from koe.bench.config import ANSWER, BenchConfig
 from koe.bench.stats import Summary, summarize, summarize_runs, worst_case
 from koe.bench.target import in_process_server, wait_ready
@@ -196,6 +196,7 @@ def _targets(report: dict[str, Any]) -> dict[str, Any]:
     speedup = scenarios["agent"]["ratios"]["batch_over_koe_first_audio"]
     gaps = scenarios["agent"]["strategies"]["koe"]["gap_count"]["max"]
     cancel_s = worst_case(Summary(**scenarios["barge_in"]["cancel_to_last_audio_s"]))
+    cold = coldstart.targets(scenarios["cold_start"]) if "cold_start" in scenarios else {}
     return {
         "first_audio_speedup_vs_batch": {
             "target": TARGET_SPEEDUP,
@@ -208,6 +209,7 @@ def _targets(report: dict[str, Any]) -> dict[str, Any]:
             "measured": cancel_s,
             "met": cancel_s < TARGET_CANCEL_S,
         },
+        **cold,
     }
 
 
@@ -239,12 +241,23 @@ async def _serve_and_measure(
             report["scenarios"]["capacity"] = await _capacity(config, url, steps)
             step = steps.add("6 languages (en-us / ja / es)", 2 * len(languages.ANSWERS) * config.repeats)
             report["scenarios"]["languages"] = await languages.measure(config, url, step)
+        if config.url is None:  # its two servers differ from the target in their settings
+            report["scenarios"]["openers"] = await openers.scenario(
+                settings, speech, config.pace, config.voice, config.opener_rounds, steps
+            )
         if not config.quick and config.url is None:
             report["scenarios"]["first_audio"] = await _first_audio(
                 config, settings, speech, kokoro, workdir, steps
             )
         report["rss_mb"]["after_server_scenarios"] = engine.rss_mb()
         report["scenarios"]["engine"] = await asyncio.to_thread(_engine, config, speech, kokoro, steps)
+        if config.cold_repeats:
+            step = steps.add(
+                "8 cold start (fresh processes)", config.cold_repeats * coldstart.kinds_per_round()
+            )
+            report["scenarios"]["cold_start"] = await asyncio.to_thread(
+                coldstart.scenario, config.cold_repeats, step
+            )
     return traces
 
 
@@ -259,7 +272,7 @@ async def _first_audio(
     ):
         rounds = config.repeats * len(firstaudio.SCENARIOS)
         results = await firstaudio.measure(
-            config, urls, asks, steps.add("7 first audio vs peer servers", rounds * (len(asks) + 3))
+            config, urls, asks, steps.add("9 first audio vs peer servers", rounds * (len(asks) + 3))
         )
     return {"peers": found["peers"], "scenarios": results, "targets": firstaudio.targets(results)}
 

@@ -238,7 +238,7 @@ async def soak(
 # --- a server subprocess -----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((LOOPBACK, 0))
         port: int = sock.getsockname()[1]
@@ -248,7 +248,7 @@ def _free_port() -> int:
 @contextmanager
 def server_process(extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
     """``koe serve`` on a free loopback port in a subprocess; yields its base URL and pid once ready."""
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "koe.cli", "serve", "--host", LOOPBACK, "--port", str(port)]
     process = subprocess.Popen(command, env={**os.environ, **(extra_env or {})})
     try:

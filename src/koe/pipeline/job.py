@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from koe.engine.base import BufferedAudio
+from koe.engine.timing import WordTiming
 from koe.pipeline.speech import Speech
 from koe.pipeline.voice import Voice
 from koe.pipeline.words import SpokenWord, written_words
@@ -34,6 +35,8 @@ class Part:
             when the engine gives no timings).
         start: the part's first sample within its segment.
         last: no part of the segment follows. A part before the last always has audio.
+        cached: replayed from the segment cache (:mod:`koe.pipeline.cache`), not synthesized; its
+            ``took_s`` is 0.
     """
 
     segment: Segment
@@ -42,6 +45,7 @@ class Part:
     words: tuple[SpokenWord, ...] = ()
     start: int = 0
     last: bool = True
+    cached: bool = False
 
     @property
     def first(self) -> bool:
@@ -56,7 +60,8 @@ class Part:
 class SegmentJob:
     """One segment's G2P and inference, as steps run in worker threads one at a time (a chain of jobs).
 
-    Once ``cancel`` is set, no step decodes anything more.
+    Once ``cancel`` is set, no step decodes anything more. After the first step, :attr:`timings` holds the
+    engine's word timings (spans in the segment's spoken text), which the segment cache keeps.
     """
 
     def __init__(
@@ -74,6 +79,7 @@ class SegmentJob:
             segment.spoken_text, voice, windowed=windowed, buffered_s=buffered_s, cancel=cancel
         )
         self._opened = False
+        self.timings: tuple[WordTiming, ...] = ()
         self._produced = 0  # samples of the parts so far
         self._took_s = 0.0
 
@@ -83,7 +89,8 @@ class SegmentJob:
         words: tuple[SpokenWord, ...] = ()
         if not self._opened:
             self._opened = True
-            words = written_words(self._segment, self._decode.open())
+            self.timings = tuple(self._decode.open())
+            words = written_words(self._segment, self.timings)
         audio = self._decode.next_audio()
         self._took_s += time.perf_counter() - started
         part = Part(self._segment, audio, self._took_s, words, self._produced, self._decode.done)

@@ -121,7 +121,8 @@ class Speaker:
             if part is None:
                 return
             if part.last:
-                self._observer.synthesized(part.took_s, part.end_s)
+                if not part.cached:  # a replay is counted by the cache's own metrics
+                    self._observer.synthesized(part.took_s, part.end_s)
                 self.tally.add(part.took_s, part.end_s)
             if part.audio.size:
                 segment = part.segment

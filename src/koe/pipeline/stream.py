@@ -8,6 +8,10 @@ Each segment in flight is driven by its own task: it awaits the segment's job, k
 the next step when the segment is windowed — each step due when the listener would run out of audio (the
 audio before it in the listener's queue), so windows of every session interleave by deadline and a long
 segment never holds a worker for long. Closing the stream cancels those tasks, and with them the jobs.
+
+A segment the server's cache holds (:mod:`koe.pipeline.cache`) is no job at all: its part is ready the
+moment it is cut, and the listener's account, cancellation and words treat it as any other; a whole decode
+that completes uncancelled is stored for the next turn that says it.
 """
 
 from __future__ import annotations
@@ -21,14 +25,17 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from koe.errors import OverloadedError
+from koe.pipeline.cache import CachedSegment, CacheKey, SegmentCache, segment_key
 from koe.pipeline.job import Part, SegmentJob
 from koe.pipeline.listener import Listener, Progress
 from koe.pipeline.speech import Speech
 from koe.pipeline.voice import Voice
+from koe.pipeline.words import written_words
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.text.languages.lookup import rules_for
 from koe.text.segment import Segment, Segmenter
+from koe.types import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +48,21 @@ MIN_HINT_CHARS = 40
 _COMPACT_AT_CHARS = 4096
 
 
+def own_chars(english_chars: int, weight: float) -> int:
+    """A length of ``english_chars`` English characters in a language whose characters each weigh
+    ``weight`` of them (its ``chars_per_char``), at least one."""
+    return max(1, round(english_chars / weight))
+
+
 @dataclass(eq=False, slots=True)
 class _InFlight:
-    """A segment on its way: its job, its place in the listener's account, its parts not yet handed out."""
+    """A segment on its way: its job (none for a cache hit), its place in the listener's account, its parts
+    not yet handed out, and the key its whole decode is stored under."""
 
-    job: SegmentJob
+    job: SegmentJob | None
     progress: Progress
     cancel: threading.Event
+    key: CacheKey | None = None
     driver: asyncio.Task[None] | None = None
     ready: deque[Part] = field(default_factory=deque)
     error: BaseException | None = None
@@ -69,6 +84,8 @@ class SegmentStream:
             window, not the whole segment), the others whole unless ``windowed``.
         paced: cut lengths follow the listener's buffer (short first segments); off, segments end where the
             segmenter's own rules end them (a complete body, where nobody waits for the first one).
+        cache: the server's segment cache: hits are replayed, whole decodes stored (a segment decoded in
+            several windows is not).
     """
 
     def __init__(
@@ -84,6 +101,7 @@ class SegmentStream:
         windowed: bool = False,
         windowed_first: bool = False,
         paced: bool = True,
+        cache: SegmentCache | None = None,
     ) -> None:
         self._speech = speech
         self._scheduler = scheduler
@@ -97,6 +115,7 @@ class SegmentStream:
         self._paced = paced
         #: the cost model counts English characters; one of this language's is this many of them
         self._weight = rules_for(voice.lang).chars_per_char
+        self._cache = cache if cache is not None and cache.enabled else None
         self._buffer = ""
         self._fed = 0
         self._cut: deque[Segment] = deque()
@@ -161,11 +180,13 @@ class SegmentStream:
         if part.last:
             self._in_flight.popleft()
             self.listener.forget(head.progress)
-            self._cost.observe(self._chars(part.segment), part.end_s, part.took_s)
+            if not part.cached:  # a replay took no synthesis: it says nothing about the machine's speed
+                self._cost.observe(self._chars(part.segment), part.end_s, part.took_s)
         return part
 
     async def _drive(self, item: _InFlight, job: asyncio.Future[Part]) -> None:
         """Await the segment's jobs one after another, keeping each part (or the error) for :meth:`next`."""
+        assert item.job is not None  # a cache hit has nothing to drive
         try:
             while True:
                 part = await job
@@ -173,6 +194,7 @@ class SegmentStream:
                 self.listener.produced(item.progress, part.audio.size)
                 self._changed.set()
                 if part.last:
+                    self._store(item, part)
                     return
                 job = self._scheduler.submit(
                     item.job.step,
@@ -196,6 +218,11 @@ class SegmentStream:
             segment = self._cut_one()
             if segment is None:
                 return
+            key = segment_key(self._speech.identity, self.voice, segment.spoken_text) if self._cache else None
+            hit = self._cache.get(key) if self._cache is not None and key is not None else None
+            if hit is not None:
+                self._replay(segment, hit)
+                continue
             estimate = self._cost.audio_s(self._chars(segment), self.voice.speed)
             progress = self.listener.track(estimate)
             cancel = threading.Event()
@@ -219,11 +246,30 @@ class SegmentStream:
                 self.listener.forget(progress)
                 raise
             self._admitted = True
-            item = _InFlight(job, progress, cancel)
+            item = _InFlight(job, progress, cancel, key=key)
             item.driver = asyncio.get_running_loop().create_task(
                 self._drive(item, first), name=f"koe-segment-{segment.index}"
             )
             self._in_flight.append(item)
+
+    def _replay(self, segment: Segment, hit: CachedSegment) -> None:
+        """A cached segment: ready now, with its words pointed at this turn's text as a synthesis's are."""
+        if not self._admitted:  # the turn is admitted (or refused) as if its first job were queued
+            self._scheduler.check_admission()
+            self._admitted = True
+        part = Part(segment, hit.audio.copy(), 0.0, written_words(segment, hit.timings), cached=True)
+        item = _InFlight(None, self.listener.track(part.audio.size / SAMPLE_RATE), threading.Event())
+        item.ready.append(part)
+        self.listener.produced(item.progress, part.audio.size)
+        self._in_flight.append(item)
+
+    def _store(self, item: _InFlight, part: Part) -> None:
+        """Keep a whole decode (one part: a windowed segment too short to window is one) that ran to its end;
+        a cancelled one may be cut short, so it is not kept."""
+        cache, key, job = self._cache, item.key, item.job
+        if cache is None or key is None or job is None or not part.first or item.cancel.is_set():
+            return
+        cache.put(key, part.audio, job.timings)
 
     def _cut_one(self) -> Segment | None:
         if not self._cut:
@@ -233,7 +279,7 @@ class SegmentStream:
                 hint = max(
                     MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
                 )
-                self._segmenter.set_next_limit(max(1, round(hint / self._weight)))
+                self._segmenter.set_next_limit(own_chars(hint, self._weight))
             while not self._cut and self._fed < len(self._buffer):
                 word = _WORD.match(self._buffer, self._fed)
                 assert word is not None  # the pattern matches at least one character before the end

@@ -8,8 +8,9 @@ transport plays audio as it arrives (not a complete file).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from koe.pipeline.cache import SegmentCache
 from koe.pipeline.listener import Listener
 from koe.pipeline.speaker import Observer, Speaker
 from koe.pipeline.speech import Speech
@@ -33,6 +34,7 @@ class Synthesizer:
         windowed: streamed segments decode in windows, where the engine can.
         windowed_first: a streamed turn's first segment does (its first audio then comes after stage A and
             one window instead of the whole segment; docs/engine.md says what it costs in quality).
+        cache: segments said before, shared by every turn (disabled unless given).
     """
 
     speech: Speech
@@ -42,10 +44,16 @@ class Synthesizer:
     lookahead: int = 1
     windowed: bool = False
     windowed_first: bool = False
+    cache: SegmentCache = field(default_factory=lambda: SegmentCache(0))
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
         """Raises ``VoiceError`` or ``ConfigError`` for a bad voice, speed or accent."""
         return self.speech.voice(spec, speed, lang)
+
+    @property
+    def first_windowed(self) -> bool:
+        """A streamed turn's first segment decodes in windows (and is cut without a length hint)."""
+        return (self.windowed or self.windowed_first) and self.speech.engine.capabilities.windowed
 
     def stream(
         self, voice: Voice, listener: Listener, *, whole: bool = False, complete: bool = False
@@ -54,7 +62,7 @@ class Synthesizer:
         part (an agent segment announced with its duration), ``complete`` when it sends one complete body
         (nothing is heard before the end: segments are cut where the text's own boundaries fall, never
         shortened for an early start, so the audio is what the streamed turn's would be at its best)."""
-        can = not (whole or complete) and self.speech.engine.capabilities.windowed
+        streamed = not (whole or complete)
         return SegmentStream(
             self.speech,
             self.scheduler,
@@ -63,9 +71,10 @@ class Synthesizer:
             listener,
             segmenter_for(voice.lang),
             lookahead=self.lookahead,
-            windowed=can and self.windowed,
-            windowed_first=can and self.windowed_first,
+            windowed=streamed and self.windowed and self.speech.engine.capabilities.windowed,
+            windowed_first=streamed and self.first_windowed,
             paced=not complete,
+            cache=self.cache,
         )
 
     def speaker(self, stream: SegmentStream, transport: str, *, started_at: float | None = None) -> Speaker:

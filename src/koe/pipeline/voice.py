@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+
+import numpy as np
 
 from koe.engine.voices import VoiceBank
 from koe.pipeline.params import validate_lang, validate_speed
@@ -12,12 +15,17 @@ from koe.types import StyleTable
 
 @dataclass(frozen=True, slots=True)
 class Voice:
-    """A resolved voice: the style table is looked up once per turn, not per segment."""
+    """A resolved voice: the style table is looked up once per turn, not per segment.
+
+    ``style_digest`` names the table's contents, so two specs that resolve to the same table (``a(2)+b(1)``
+    and ``a(4)+b(2)``) are one voice to the segment cache, and two blends of different weights are not.
+    """
 
     spec: str
     style: StyleTable
     lang: str
     speed: float
+    style_digest: str
 
     def check_script(self, text: str) -> None:
         """Raise ``ConfigError`` (``unsupported_script``) if ``text`` is in a script this voice's language
@@ -26,8 +34,14 @@ class Voice:
         check_script(text, self.lang)
 
 
+def style_digest(style: StyleTable) -> str:
+    """A digest of a style table's float32 bytes (~0.3 ms for a 510 × 256 table)."""
+    return hashlib.sha256(np.ascontiguousarray(style, dtype=np.float32).tobytes()).hexdigest()
+
+
 def resolve_voice(voices: VoiceBank, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
     """Raises ``VoiceError`` (listing the valid names) for an unknown voice, a malformed blend or one mixing
     languages, and ``ConfigError`` for a speed out of range or an unknown language."""
     style = voices.resolve(spec)
-    return Voice(spec, style, validate_lang(lang) if lang else voices.lang_of(spec), validate_speed(speed))
+    language = validate_lang(lang) if lang else voices.lang_of(spec)
+    return Voice(spec, style, language, validate_speed(speed), style_digest(style))

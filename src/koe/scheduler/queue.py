@@ -107,17 +107,11 @@ class Scheduler:
         Raises:
             OverloadedError: ``admit`` is set and the queue is full, or the scheduler is closed.
         """
-        if self._closed:
+        if admit:
+            self.check_admission()
+        elif self._closed:
             raise OverloadedError(
                 "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
-            )
-        if admit and self._queued >= self.max_queued:
-            self._refused += 1
-            retry = self.retry_after_s()
-            raise OverloadedError(
-                f"synthesis queue is full ({self._queued} jobs waiting, limit {self.max_queued}); "
-                f"retry in {retry:.1f} s",
-                retry_after_s=retry,
             )
         loop = asyncio.get_running_loop()
         job: _Job[T] = _Job(deadline, next(self._seq), work, cost_s, loop.create_future())
@@ -127,6 +121,25 @@ class Scheduler:
         job.future.add_done_callback(lambda _: self._forget(job))
         self._dispatch()
         return job.future
+
+    def check_admission(self) -> None:
+        """What :meth:`submit` with ``admit`` checks, for new work that needs no job (a cached segment).
+
+        Raises:
+            OverloadedError: the queue is full (counted as refused), or the scheduler is closed.
+        """
+        if self._closed:
+            raise OverloadedError(
+                "the server is shutting down", code="shutting_down", retry_after_s=MIN_RETRY_AFTER_S
+            )
+        if self._queued >= self.max_queued:
+            self._refused += 1
+            retry = self.retry_after_s()
+            raise OverloadedError(
+                f"synthesis queue is full ({self._queued} jobs waiting, limit {self.max_queued}); "
+                f"retry in {retry:.1f} s",
+                retry_after_s=retry,
+            )
 
     def _forget(self, job: _Job[Any]) -> None:
         """A queued job's caller cancelled it: stop counting it now, drop it from the heap lazily."""

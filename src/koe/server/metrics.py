@@ -15,6 +15,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from koe.pipeline.cache import CacheStats
 from koe.scheduler.queue import SchedulerStats
 
 _LATENCY_BUCKETS_S = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
@@ -37,10 +38,41 @@ class _SchedulerCollector(Collector):
         yield jobs
 
 
+class _CacheCollector(Collector):
+    """Reads the segment cache's counters at scrape time."""
+
+    def __init__(self, stats: Callable[[], CacheStats]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats()
+        lookups = CounterMetricFamily(
+            "koe_segment_cache_lookups", "Segment cache lookups by result", labels=["result"]
+        )
+        lookups.add_metric(["hit"], stats.hits)
+        lookups.add_metric(["miss"], stats.misses)
+        yield lookups
+        yield CounterMetricFamily(
+            "koe_segment_cache_stores", "Segments stored in the cache", value=stats.stores
+        )
+        yield CounterMetricFamily(
+            "koe_segment_cache_evictions", "Segments evicted to make room", value=stats.evictions
+        )
+        yield GaugeMetricFamily("koe_segment_cache_entries", "Segments held", value=stats.entries)
+        yield GaugeMetricFamily(
+            "koe_segment_cache_bytes", "Bytes held (audio and overhead)", value=stats.bytes
+        )
+        yield GaugeMetricFamily(
+            "koe_segment_cache_capacity_bytes", "The cache's bound in bytes", value=stats.capacity_bytes
+        )
+
+
 class Metrics:
     """Every metric koe exports; see docs/api.md for their meaning."""
 
-    def __init__(self, scheduler_stats: Callable[[], SchedulerStats]) -> None:
+    def __init__(
+        self, scheduler_stats: Callable[[], SchedulerStats], cache_stats: Callable[[], CacheStats]
+    ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.time_to_first_audio = Histogram(
@@ -74,6 +106,7 @@ class Metrics:
             "koe_sessions", "Sessions and requests accepted", ["transport"], registry=r
         )
         r.register(_SchedulerCollector(scheduler_stats))
+        r.register(_CacheCollector(cache_stats))
 
     def synthesized(self, took_s: float, audio_s: float) -> None:
         """One segment synthesized (the pipeline's :class:`~koe.pipeline.speaker.Observer`)."""

@@ -1,7 +1,8 @@
 """What every route shares: settings, metrics, admission, and the loaded :class:`Synthesizer`.
 
 The model loads in a worker thread after the server starts listening, so ``/ping`` can answer 503 while it
-loads and 200 once it is loaded *and* warmed up (SageMaker sends traffic only after a 200).
+loads and 200 once it is loaded *and* warmed up (SageMaker sends traffic only after a 200). Pre-warming the
+segment cache (``KOE_PRECACHE``) starts only after that, in the background (:mod:`koe.pipeline.precache`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from koe.errors import OverloadedError
+from koe.pipeline.cache import SegmentCache
+from koe.pipeline.precache import parse_openers, precache
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe.pipeline.synthesizer import Synthesizer
 from koe.scheduler.cost import SegmentCost
@@ -23,7 +26,9 @@ from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-#: Warm-up utterances of two lengths: the first runs pay one-off costs, the timings fit the cost model.
+#: Warm-up utterances of two lengths, each timed to fit the cost model. Loading already ran the engine
+#: once (the ONNX engine decodes its probe through the stages it streams with), so no untimed run precedes
+#: them: that was a second warm-up of the same sessions.
 _WARMUP_TEXTS = (
     "Hello there.",
     "This longer sentence tells the server how fast synthesis runs on this machine.",
@@ -34,14 +39,18 @@ class Runtime:
     """Server-wide state, created by ``create_app`` and started by its lifespan."""
 
     def __init__(self, settings: Settings, speech: Speech | None = None) -> None:
+        """Raises ``ConfigError`` for a ``KOE_PRECACHE`` file that cannot be used."""
         self.settings = settings
         self.openai_voices = openai_voices(settings.openai_voices)  # a bad setting stops the start here
         self.scheduler = Scheduler(settings.workers, settings.max_queued_jobs)
-        self.metrics = Metrics(lambda: self.scheduler.stats)
+        self.cache = SegmentCache.of_megabytes(settings.segment_cache_mb)
+        self.metrics = Metrics(lambda: self.scheduler.stats, lambda: self.cache.stats)
+        self._openers = parse_openers(settings.precache, settings.default_voice)
         self._given = speech
         self._synthesizer: Synthesizer | None = None
         self.load_error: str | None = None
         self._loading: asyncio.Task[None] | None = None
+        self._precaching: asyncio.Task[None] | None = None
         self._open = {"ws": 0, "http": 0}
         self._closing = False
 
@@ -59,6 +68,15 @@ class Runtime:
         except Exception as exc:  # a broken install must show in the log and in /ping, not kill the server
             logger.exception("loading the model failed; /ping stays 503")
             self.load_error = f"{type(exc).__name__}: {exc}"
+            return
+        if self._openers and not self._closing:
+            self._precaching = asyncio.create_task(self._precache(self._synthesizer), name="koe-precache")
+
+    async def _precache(self, synthesizer: Synthesizer) -> None:
+        try:
+            await precache(synthesizer, self._openers)
+        except Exception:  # pre-warming is an optimization: a failure is logged, the server serves on
+            logger.exception("pre-warming the segment cache failed")
 
     def _load_blocking(self) -> Synthesizer:
         started = time.perf_counter()
@@ -77,13 +95,13 @@ class Runtime:
             lookahead=self.settings.segments_ahead,
             windowed=self.settings.windowed,
             windowed_first=self.settings.windowed_first,
+            cache=self.cache,
         )
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice
         if self.settings.windowed or self.settings.windowed_first:
             speech.engine.prepare(speech.voices.resolve(voice))  # the default voice windows from the start
-        speech.synthesize(_WARMUP_TEXTS[0], voice=voice)  # first run: allocations, caches
         samples = []
         for text in _WARMUP_TEXTS:
             started = time.perf_counter()
@@ -132,4 +150,6 @@ class Runtime:
         self._closing = True
         if self._loading is not None and not self._loading.done():
             self._loading.cancel()  # the load thread finishes on its own; its result is dropped
+        if self._precaching is not None:
+            self._precaching.cancel()
         await self.scheduler.aclose(self.settings.shutdown_grace_s)

@@ -104,7 +104,7 @@ def test_an_uncalibrated_voice_decodes_whole_identically_and_still_has_timing(
     speech: Speech, streaming: StreamingDecoder, tmp_path: Path
 ) -> None:
     empty = Calibration(streaming.stages, streaming.calibration.model_sha256, tmp_path, background=False)
-    fresh = StreamingDecoder(streaming.stages, empty, streaming.cost, streaming.front_s_per_token)
+    fresh = StreamingDecoder(streaming.stages, empty, streaming.costs)
     request = _request(speech, SENTENCE)
     timing, chunks = _split(list(fresh.stream(request, windowed=True, window_frames=16)))
     assert len(chunks) == 1 and np.array_equal(chunks[0].audio, speech.engine.synthesize(request))

@@ -16,7 +16,6 @@ a stream is timing right after stage A, then the whole utterance, bit-identical 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -24,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from koe.engine.base import AudioChunk, BufferedAudio, StreamEvent, SynthesisRequest
 from koe.engine.onnx.calibration import Calibration
@@ -32,12 +32,14 @@ from koe.engine.onnx.stages import PROBE_PHONEMES as PROBE
 from koe.engine.onnx.stages import (
     FloatArray,
     Front,
+    Probe,
     SessionFactory,
     Stages,
     Statistics,
     WholeDecode,
     load_stages,
 )
+from koe.engine.onnx.verdict import Verdict
 from koe.engine.onnx.windowing import (
     CROSSFADE_SAMPLES,
     LEAD_DECODED_FRAMES,
@@ -53,54 +55,95 @@ from koe.types import Audio
 
 logger = logging.getLogger(__name__)
 
-#: Input frames of the two windows timed at load to fit the cost model.
+#: Input frames of the two windows timed to fit the cost model.
 _COST_PROBE_FRAMES = (16, 44)
 
 
-class StreamingDecoder:
-    """Verified stages + per-voice calibration + a cost model: everything windowed decoding needs."""
+class DecodeCosts:
+    """Stage A's seconds per token and the vocoder window's cost model, timed on the probe the first time a
+    windowed stream needs them (a fraction of a second, once; whole decodes never do). Thread-safe."""
 
-    def __init__(
-        self, stages: Stages, calibration: Calibration, cost: LinearCost, front_s_per_token: float
-    ) -> None:
-        self.stages = stages
-        self.calibration = calibration
-        self.cost = cost
-        self.front_s_per_token = front_s_per_token
+    def __init__(self, stages: Stages, probe: Probe, style_row: FloatArray) -> None:
+        self._stages = stages
+        self._probe = probe
+        self._style_row = style_row
+        self._fitted: tuple[LinearCost, float] | None = None
+        self._lock = threading.Lock()
 
-    @classmethod
-    def load(
-        cls,
-        model: bytes,
-        make_session: SessionFactory,
-        token_input: str,
-        whole: WholeDecode,
-        cache_directory: Path,
-    ) -> StreamingDecoder | None:
-        """Derive and verify the stages and time them on the probe (~2 s); ``None`` (logged) when the graph
-        cannot be cut, so the engine decodes whole utterances."""
-        probe_style: FloatArray = np.random.default_rng(0).standard_normal((1, 256)).astype(
-            np.float32
-        ) * np.float32(0.2)  # any style proves the cut; a fixed one keeps the check reproducible
-        loaded = load_stages(model, make_session, token_input, whole, probe_style)
-        if loaded is None:
-            return None
-        stages, front, statistics = loaded
+    @property
+    def window(self) -> LinearCost:
+        return self._fit()[0]
+
+    @property
+    def front_s_per_token(self) -> float:
+        return self._fit()[1]
+
+    def _fit(self) -> tuple[LinearCost, float]:
+        with self._lock:
+            if self._fitted is None:
+                self._fitted = self._measure()
+            return self._fitted
+
+    def _measure(self) -> tuple[LinearCost, float]:
+        probe, row = self._probe, self._style_row
+        ids = tokenize(PROBE)
         started = time.perf_counter()
-        stages.run_front(tokenize(PROBE), probe_style, 1.0)
-        front_s_per_token = (time.perf_counter() - started) / len(tokenize(PROBE))
+        self._stages.run_front(ids, row, 1.0)
+        front_s_per_token = (time.perf_counter() - started) / len(ids)
         samples = []
         for frames in _COST_PROBE_FRAMES:
+            end = min(frames, probe.front.frames)
             started = time.perf_counter()
-            stages.decode_window(front, probe_style, statistics, 0, min(frames, front.frames))
-            samples.append((float(min(frames, front.frames)), time.perf_counter() - started))
+            self._stages.decode_window(probe.front, row, probe.statistics, 0, end)
+            samples.append((float(end), time.perf_counter() - started))
         cost = LinearCost.fit(samples)
         logger.info(
             "window cost %.0f ms + %.1f ms/frame, front %.1f ms/token",
             cost.fixed_s * 1e3, cost.per_unit_s * 1e3, front_s_per_token * 1e3,
         )  # fmt: skip
-        calibration = Calibration(stages, hashlib.sha256(model).hexdigest(), cache_directory)
-        return cls(stages, calibration, cost, front_s_per_token)
+        return cost, front_s_per_token
+
+
+class StreamingDecoder:
+    """Verified stages, per-voice calibration and the costs of its steps: what windowed decoding needs."""
+
+    def __init__(self, stages: Stages, calibration: Calibration, costs: DecodeCosts) -> None:
+        self.stages = stages
+        self.calibration = calibration
+        self.costs = costs
+
+    @property
+    def cost(self) -> LinearCost:
+        """The vocoder window's cost model (fitted on first use)."""
+        return self.costs.window
+
+    @property
+    def front_s_per_token(self) -> float:
+        return self.costs.front_s_per_token
+
+    @classmethod
+    def load(
+        cls,
+        proto: onnx.ModelProto,
+        make_session: SessionFactory,
+        token_input: str,
+        whole: WholeDecode,
+        model_sha256: str,
+        cache_directory: Path,
+        verdict: Verdict | None,
+    ) -> StreamingDecoder | None:
+        """Derive the stages and decode the probe through them, proving the cut unless ``verdict`` confirms
+        it was proven before; ``None`` (logged) when the graph cannot be cut, so the engine decodes whole
+        utterances. Calibrations are kept in ``cache_directory``."""
+        probe_style: FloatArray = np.random.default_rng(0).standard_normal((1, 256)).astype(
+            np.float32
+        ) * np.float32(0.2)  # any style proves the cut; a fixed one keeps the check reproducible
+        loaded = load_stages(proto, make_session, token_input, whole, probe_style, verdict)
+        if loaded is None:
+            return None
+        stages, probe = loaded
+        calibration = Calibration(stages, model_sha256, cache_directory)
+        return cls(stages, calibration, DecodeCosts(stages, probe, probe_style))
 
     def stream(
         self,

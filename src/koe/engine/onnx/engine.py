@@ -1,11 +1,14 @@
 """Kokoro-82M's single ONNX graph through ONNX Runtime (CPU here; CUDA when onnxruntime-gpu is installed).
 
 With the stage cut verified (:mod:`koe.engine.onnx.stages`) every stream times its tokens and may decode in
-windows; without it (another export), streams decode whole utterances and carry no timing.
+windows; without it (another export), streams decode whole utterances and carry no timing. Streams never use
+the single graph's session, so once the cut is proven for a model (:mod:`koe.engine.onnx.verdict`) that
+session is built only when :meth:`OnnxEngine.synthesize` is first called.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -14,11 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import onnx
 import onnxruntime as ort
 
 from koe.engine.assets import cache_dir
 from koe.engine.base import BufferedAudio, Capabilities, SynthesisRequest, UtteranceStream, WholeStream
 from koe.engine.onnx.decoder import StreamingDecoder
+from koe.engine.onnx.stages import PROBE_PHONEMES, parse
+from koe.engine.onnx.verdict import Verdict, VerdictKey
 from koe.engine.vocab import tokenize
 from koe.errors import AssetError, SynthesisError
 from koe.types import SAMPLE_RATE, Audio, StyleTable
@@ -73,35 +79,66 @@ class OnnxEngine:
         session_options.graph_optimization_level = _OPT_LEVELS[options.graph_optimization]
         session_options.log_severity_level = 3  # warnings about unused initializers are noise for users
         providers = choose_providers(options.providers)
-        try:
-            self._session = ort.InferenceSession(model, session_options, providers=providers)
-        except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
-            raise AssetError(f"ONNX Runtime could not load the model: {exc}") from exc
 
         def make_session(data: bytes) -> ort.InferenceSession:
             return ort.InferenceSession(data, session_options, providers=providers)
 
-        inputs = {i.name for i in self._session.get_inputs()}
+        self._make_session = make_session
+        self._model: bytes | None = model  # kept until the single graph's session is built from it
+        self._whole: ort.InferenceSession | None = None
+        self._whole_lock = threading.Lock()
+        self.providers = providers
+        self.model_sha256 = hashlib.sha256(model).hexdigest()
+        try:
+            proto: onnx.ModelProto | None = parse(model)
+        except AssetError as exc:  # ONNX Runtime may still run it: then it decodes whole utterances
+            logger.warning("%s", exc.message)
+            proto = None
+        inputs = (
+            {value.name for value in proto.graph.input}
+            if proto is not None
+            else {value.name for value in self._session().get_inputs()}
+        )
         token_inputs = [name for name in _TOKEN_INPUTS if name in inputs]
         if not token_inputs or not {"style", "speed"} <= inputs:
             raise AssetError(
                 f"model inputs {sorted(inputs)} are not Kokoro's (tokens/input_ids, style, speed)"
             )
         self._token_input = token_inputs[0]
-        self.providers = self._session.get_providers()
-        logger.info("ONNX engine on %s, %d threads", self.providers, session_options.intra_op_num_threads)
+        logger.info("ONNX engine on %s, %d threads", providers, session_options.intra_op_num_threads)
         self.streaming: StreamingDecoder | None = None
-        if options.streaming:
+        if options.streaming and proto is not None:
+            key = VerdictKey.of(
+                self.model_sha256, providers, options.graph_optimization,
+                session_options.intra_op_num_threads, PROBE_PHONEMES,
+            )  # fmt: skip
             self.streaming = StreamingDecoder.load(
-                model,
+                proto,
                 make_session,
                 self._token_input,
                 self._decode,
+                self.model_sha256,
                 cache_dir() / "calibration",
+                Verdict(cache_dir() / "stage-cut", key),
             )
+        del proto  # the parsed graph is as large as the model
+        if self.streaming is None:
+            self._session()  # the only way it speaks: build it now, and fail now if ONNX Runtime cannot
         self.capabilities = Capabilities(
             word_timings=self.streaming is not None, windowed=self.streaming is not None
         )
+
+    def _session(self) -> ort.InferenceSession:
+        """The single graph's session, built on first use (thread-safe)."""
+        with self._whole_lock:
+            if self._whole is None:
+                assert self._model is not None  # dropped only once the session exists
+                try:
+                    self._whole = self._make_session(self._model)
+                except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
+                    raise AssetError(f"ONNX Runtime could not load the model: {exc}") from exc
+                self._model = None
+            return self._whole
 
     def synthesize(self, request: SynthesisRequest) -> Audio:
         ids = tokenize(request.phonemes)
@@ -110,9 +147,11 @@ class OnnxEngine:
         return self._decode(ids, request.style[len(ids) - 1], request.speed)
 
     def prepare(self, style: StyleTable) -> None:
-        """Calibrate ``style`` for windowed decoding now (seconds of CPU, then cached on disk)."""
+        """Calibrate ``style`` for windowed decoding now (seconds of CPU, then cached on disk), and time the
+        decoding steps if no windowed stream has yet."""
         if self.streaming is not None:
             self.streaming.calibration.calibrate(style)
+            self.streaming.costs.window  # noqa: B018  # fitted on first read
 
     def stream(
         self,
@@ -138,7 +177,7 @@ class OnnxEngine:
             "speed": np.array([speed], dtype=np.float32),
         }
         try:
-            (audio,) = self._session.run(None, feeds)[:1]
+            (audio,) = self._session().run(None, feeds)[:1]
         except Exception as exc:  # onnxruntime's errors are untyped
             raise SynthesisError(f"inference failed for {len(ids)} tokens: {exc}") from exc
         result: Audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)

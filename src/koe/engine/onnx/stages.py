@@ -11,7 +11,8 @@ computing the harmonic source there keeps the sine phase continuous across windo
 ("Streaming decoder").
 
 The cut uses tensor names of the kokoro-onnx int8/fp32 export; another export lacks them, and
-:func:`load_stages` then returns ``None`` with a logged reason so the engine decodes whole segments.
+:func:`load_stages` then returns ``None`` with a logged reason so the engine decodes whole segments. A cut
+proven once for a model is remembered (:mod:`koe.engine.onnx.verdict`), so later loads skip the proof.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import onnxruntime as ort
 from onnx.utils import Extractor
 
 from koe.engine.onnx.moments import MASK_INPUT, Norm, add_class_sums, class_mask, find_norms, moment_outputs
+from koe.engine.onnx.verdict import Verdict
 from koe.engine.timing import FRAME_SAMPLES
 from koe.engine.vocab import tokenize
 from koe.errors import AssetError, SynthesisError
@@ -165,12 +167,16 @@ class Stages:
         return result
 
 
-def derive(model: bytes, make_session: SessionFactory, token_input: str) -> Stages:
-    """Cut ``model`` into the three stage sessions; raises ``AssetError`` when the graph is another export."""
+def parse(model: bytes) -> onnx.ModelProto:
+    """The model's graph; raises ``AssetError`` when onnx cannot read it."""
     try:
-        proto = onnx.load_from_string(model)
+        return onnx.load_from_string(model)
     except Exception as exc:  # onnx raises DecodeError and friends
         raise AssetError(f"the model could not be parsed by onnx: {exc}") from exc
+
+
+def derive(proto: onnx.ModelProto, make_session: SessionFactory, token_input: str) -> Stages:
+    """Cut the model into the three stage sessions; raises ``AssetError`` when the graph is another export."""
     produced = {output for node in proto.graph.node for output in node.output}
     missing = [name for name in (DURATIONS, ENERGY, *_CUT, _AUDIO) if name not in produced]
     inputs = {value.name for value in proto.graph.input}
@@ -224,37 +230,66 @@ def derive(model: bytes, make_session: SessionFactory, token_input: str) -> Stag
 WholeDecode = Callable[[list[int], FloatArray, float], Audio]
 
 
-def verify(stages: Stages, whole: WholeDecode, style_row: FloatArray) -> tuple[Front, Statistics]:
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """The probe decoded through A→B: what every load computes, and what the proof compares."""
+
+    front: Front
+    audio: Audio
+    statistics: Statistics
+
+
+def run_probe(stages: Stages, style_row: FloatArray) -> Probe:
+    """The probe through stage A and stage B (the stage sessions' first run, which warms them)."""
+    front = stages.run_front(tokenize(PROBE_PHONEMES), style_row, 1.0)
+    audio, statistics = stages.decode(front, style_row)
+    return Probe(front, audio, statistics)
+
+
+def verify(stages: Stages, whole: WholeDecode, style_row: FloatArray, probe: Probe) -> None:
     """Prove on the probe that A→B reproduces the single graph bit for bit, with its own statistics both
-    computed and fed back frozen; raises ``AssetError`` otherwise. Returns the probe's front and statistics
-    (reused to measure the window cost model)."""
-    ids = tokenize(PROBE_PHONEMES)
-    expected = whole(ids, style_row, 1.0)
-    front = stages.run_front(ids, style_row, 1.0)
+    computed and fed back frozen; raises ``AssetError`` otherwise."""
+    expected = whole(tokenize(PROBE_PHONEMES), style_row, 1.0)
+    front = probe.front
     if front.frames * FRAME_SAMPLES != expected.size:
         raise AssetError(
             f"durations sum to {front.frames} frames ({front.frames * FRAME_SAMPLES} samples) but the whole "
             f"graph gives {expected.size} samples"
         )
-    audio, statistics = stages.decode(front, style_row)
-    if not np.array_equal(audio, expected):
-        raise AssetError(f"stage A→B differs from the whole graph by {np.abs(audio - expected).max():.3g}")
-    refed = stages.decode_window(front, style_row, statistics, 0, front.frames)
+    if not np.array_equal(probe.audio, expected):
+        raise AssetError(
+            f"stage A→B differs from the whole graph by {np.abs(probe.audio - expected).max():.3g}"
+        )
+    refed = stages.decode_window(front, style_row, probe.statistics, 0, front.frames)
     if not np.array_equal(refed, expected):
         raise AssetError(f"stage B with statistics fed back differs by {np.abs(refed - expected).max():.3g}")
-    return front, statistics
 
 
 def load_stages(
-    model: bytes, make_session: SessionFactory, token_input: str, whole: WholeDecode, style_row: FloatArray
-) -> tuple[Stages, Front, Statistics] | None:
-    """Derived and verified stages with the probe's front and statistics, or ``None`` (logged) when the
-    engine must decode whole segments."""
+    proto: onnx.ModelProto,
+    make_session: SessionFactory,
+    token_input: str,
+    whole: WholeDecode,
+    style_row: FloatArray,
+    verdict: Verdict | None = None,
+) -> tuple[Stages, Probe] | None:
+    """Derived stages and the probe through them, or ``None`` (logged) when the engine must decode whole
+    segments. The proof (:func:`verify`) is skipped when ``verdict`` confirms this very cut, and recorded
+    there when it runs and holds."""
     try:
-        stages = derive(model, make_session, token_input)
-        front, statistics = verify(stages, whole, style_row)
+        stages = derive(proto, make_session, token_input)
+        probe = run_probe(stages, style_row)
+        if verdict is not None and verdict.confirms(probe.audio):
+            logger.info(
+                "stage cut proven before for this model (%s); its probe decodes to the same bytes",
+                verdict.path,
+            )
+            return stages, probe
+        verify(stages, whole, style_row, probe)
     except (AssetError, SynthesisError) as exc:
         logger.warning("streaming decoder disabled, whole segments will be decoded: %s", exc.message)
         return None
-    logger.info("stage cut verified bit-exact on a %d-frame probe", front.frames)
-    return stages, front, statistics
+    logger.info("stage cut verified bit-exact on a %d-frame probe", probe.front.frames)
+    if verdict is not None:
+        verdict.remember(probe.audio)
+    return stages, probe
