@@ -1,8 +1,10 @@
 # syntax=docker/dockerfile:1.7
-# koe, GPU image: hexgrad's kokoro KModel in PyTorch (>= 2.10: PYSEC-2026-2286) on CUDA, batching
-# utterances across sessions. The weights (kokoro-v1_0.pth, sha256-pinned) and the voices (npm pack
-# kokoro-js@1.2.1, every voice checked) are fetched by `koe install --engine torch` while the image builds;
-# nothing is downloaded when the container starts.
+# koe, GPU image: hexgrad's kokoro KModel in PyTorch (>= 2.10: PYSEC-2026-2286) on CUDA, sessions
+# sharing engine calls. `koe install --engine torch` installs the weights while the image builds, chosen as
+# `koe serve` chooses them: the official kokoro-v1_0.pth (sha256-pinned) when Hugging Face is reachable,
+# else weights derived offline from the verified int8 model (digest-pinned; "dequantized int8" in the
+# log). KOE_WEIGHTS=official|derived forces one. The voices (npm pack kokoro-js@1.2.1, every voice checked)
+# come the same way; nothing is downloaded when the container starts.
 # The base is CUDA's `base` flavour on purpose: torch's wheels bring their own cuBLAS/cuDNN, so the
 # `runtime` flavour would ship those libraries twice.
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-base-ubuntu24.04
@@ -19,6 +21,7 @@ RUN apt-get update \
 
 FROM python AS build
 ARG TORCH_VERSION=2.13.0
+ARG KOE_WEIGHTS=auto
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/koe/venv/bin:$PATH \
@@ -34,12 +37,13 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
 # kokoro without its dependencies: its misaki[en] would pull phonemizer-fork over koe's phonemizer;
-# the gpu extra lists what KModel really imports
+# the gpu extra lists what KModel really imports. The derivation needs only koe's own dependencies (onnx
+# and the four int8 model packages).
 # pyopenjtalk-plus (Japanese readings) without its 190 MB Sudachi dictionary, which koe does not use
 RUN pip install --no-cache-dir "./[gpu]" "torch==${TORCH_VERSION}" \
     && pip install --no-cache-dir --no-deps "kokoro==0.9.4" \
     && pip install --no-cache-dir --no-deps "pyopenjtalk-plus==0.4.1.post10" "sudachipy==0.7.0"
-RUN koe install --engine torch
+RUN koe install --engine torch --weights "${KOE_WEIGHTS}"
 
 FROM python
 LABEL com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true \

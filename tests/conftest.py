@@ -28,6 +28,19 @@ def speech() -> Iterator[Speech]:
 
 
 @pytest.fixture(scope="session")
+def torch_speech(speech: Speech) -> Speech:
+    """The PyTorch engine on CPU with the weights derived from the int8 model (derived into koe's cache
+    once, then reused), behind the shared ``speech``'s voices and G2P."""
+    pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
+    pytest.importorskip("kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4")
+    from koe.conversion.install import install
+    from koe.engine.torch import TorchEngine, TorchOptions
+
+    engine = TorchEngine.load(install("derived"), TorchOptions(device="cpu", max_batch=4, threads=2))
+    return speech.with_engine(engine)
+
+
+@pytest.fixture(scope="session")
 def transcribe() -> Transcriber:
     return Transcriber()
 
@@ -89,7 +102,7 @@ def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None
     """Tests using the loaded engine are marked ``model``; those using a live server also ``server``."""
     for item in items:
         names = getattr(item, "fixturenames", ())
-        if "speech" in names:
+        if {"speech", "torch_speech"} & set(names):
             item.add_marker(pytest.mark.model)
         if {"koe_server", "serve_app", "fake_server", "serve_fake"} & set(names):
             item.add_marker(pytest.mark.server)

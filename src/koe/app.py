@@ -49,7 +49,7 @@ def create_app(
     agent = AgentEndpoints(VoiceAgent(InProcessSpeaker(runtime), config))
     return create_server_app(
         runtime,
-        extra_routes=[Mount("/agent", routes=agent.routes()), page()],
+        extra_routes=[Mount("/agent", routes=agent.routes()), *page()],
         open_paths=page_paths(),
         on_close=agent.aclose,
     )

@@ -129,7 +129,10 @@ def _run_say(args: argparse.Namespace) -> int:
     else:
         args.output.write_bytes(data)
     seconds = len(audio) / speech.sample_rate
-    _stderr.print(f"{seconds:.2f} s of audio in {elapsed:.2f} s (RTF {elapsed / max(seconds, 1e-9):.2f})")
+    _stderr.print(
+        f"{seconds:.2f} s of audio in {elapsed:.2f} s (RTF {elapsed / max(seconds, 1e-9):.2f}), "
+        f"{speech.engine.description}"
+    )
     return 0
 
 
@@ -165,7 +168,14 @@ def _register_install(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "--engine",
         choices=["onnx", "torch"],
         default="onnx",
-        help="torch also downloads its weights (internet)",
+        help="torch also installs its weights (see --weights)",
+    )
+    parser.add_argument(
+        "--weights",
+        choices=["auto", "official", "derived"],
+        default="auto",
+        help="torch weights: official (download), derived (offline, from the int8 model), auto (official, "
+        "else derived)",
     )
     parser.add_argument(
         "--download", action="store_true", help="also fetch the fp32 model and voices from Hugging Face"
@@ -187,7 +197,7 @@ def _run_install(args: argparse.Namespace) -> int:
         with _status("proving the stage cut on this machine…"):
             threads = Settings.from_env().threads_per_worker
             load_engine(EngineOptions(threads=threads), ModelSource(model_path=None, voices_dir=target))
-    _fetch_remote(args.engine, download=args.download)
+    _fetch_remote(args.engine, download=args.download, weights=args.weights)
     _stderr.print(f"model verified; {len(VOICES)} voices verified in {target}")
     _report_languages()
     return 0
@@ -211,8 +221,9 @@ def _report_languages() -> None:
         _stderr.print(f"G2P installed for every language: {', '.join(registry.langs)}")
 
 
-def _fetch_remote(engine: str, *, download: bool) -> None:
-    """What comes from Hugging Face (needs internet): the fp32 files with ``download``, torch's weights."""
+def _fetch_remote(engine: str, *, download: bool, weights: str = "auto") -> None:
+    """What comes from Hugging Face (needs internet): the fp32 files with ``download``; and torch's weights
+    (official from Hugging Face, or derived offline from the int8 model: ``weights``)."""
     from koe.engine.assets import download_from_hugging_face, hugging_face_dir
     from koe.engine.voices import VOICES
 
@@ -220,11 +231,11 @@ def _fetch_remote(engine: str, *, download: bool) -> None:
         with _status("fetching the fp32 model and voices from Hugging Face…"):
             download_from_hugging_face(hugging_face_dir(), list(VOICES), model=engine == "onnx")
     if engine == "torch":
-        from koe.engine.torch import install_weights
+        from koe.conversion.install import install
 
-        with _status("fetching the PyTorch weights from Hugging Face…"):
-            weights = install_weights()
-        _stderr.print(f"PyTorch weights verified at {weights}")
+        with _status("installing the PyTorch weights (official if reachable, else derived from int8)…"):
+            installed = install(weights)
+        _stderr.print(f"PyTorch weights verified: {installed.kind} ({installed.path})")
 
 
 # --- koe doctor ----------------------------------------------------------------------------------------
@@ -252,6 +263,7 @@ def _run_doctor(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     speech = load_speech(args, warmup=False)
     table.add_row("load (model, voices, G2P; hashes verified)", f"{time.perf_counter() - started:.2f} s")
+    table.add_row("engine", speech.engine.description)
     table.add_row("voices", str(len(speech.voices.names())))
     sentence = "The quick brown fox jumps over the lazy dog."
     table.add_row("G2P", " ".join(speech.phonemize(sentence)))
@@ -328,6 +340,7 @@ def _run_agent(args: argparse.Namespace) -> int:
     from koe.agent.service import VoiceAgent
     from koe.client.target import parse_target
     from koe.errors import ConfigError
+    from koe.server.origin import origin_middleware
     from koe.server.serve import uvicorn_config
     from koe.settings import Settings
 
@@ -343,7 +356,8 @@ def _run_agent(args: argparse.Namespace) -> int:
     speaker = RemoteSpeaker(target, remote_voices(target))
     where = f"http://{settings.host}:{settings.port}"
     _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {target.describe()}")
-    uvicorn.Server(uvicorn_config(create_agent_app(VoiceAgent(speaker, llm)), settings)).run()
+    app = create_agent_app(VoiceAgent(speaker, llm), [origin_middleware(settings)])
+    uvicorn.Server(uvicorn_config(app, settings)).run()
     return 0
 
 

@@ -6,6 +6,7 @@ gender. Every layer names languages with these codes, so this table is the only 
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 
 from koe.errors import ConfigError
@@ -70,11 +71,11 @@ def language(code: object) -> Language:
         ConfigError: not a language Kokoro speaks; the message lists koe's codes.
     """
     if not isinstance(code, str):
-        raise ConfigError(f"lang must be a string, one of {', '.join(CODES)}; got {code!r}")
+        raise ConfigError(f"lang must be a string, one of {', '.join(CODES)}; got {reprlib.repr(code)}")
     folded = code.strip().lower().replace("_", "-")
     found = _BY_CODE.get(_ALIASES.get(folded, folded))
     if found is None:
-        raise ConfigError(f"lang must be one of {', '.join(CODES)}, got {code!r}")
+        raise ConfigError(f"lang must be one of {', '.join(CODES)}, got {reprlib.repr(code)}")
     return found
 
 

@@ -21,6 +21,8 @@ MAX_FRAME_S = 0.1
 _ENV_PREFIX = "KOE_"
 #: The segment cache's ceiling: 16 GiB of float32 audio is ~2 days of speech, far past any useful working set.
 MAX_SEGMENT_CACHE_MB = 16_384
+#: A batch window is a few milliseconds; past this it would cost first audio more than batching saves.
+MAX_BATCH_WINDOW_S = 0.1
 #: A shorter API key could be guessed; 16 characters is what ``secrets.token_urlsafe(12)`` gives.
 MIN_API_KEY_CHARS = 16
 
@@ -40,6 +42,11 @@ class Settings:
     threads_per_worker: int = 2  # ONNX Runtime intra-op threads of the engine
     warmup: bool = True
     default_voice: str = "af_heart"
+    device: str | None = None  # torch engine: "cpu", "cuda", "cuda:N"; None picks CUDA when there is one
+    # an engine that shares passes (torch): whole segments of all sessions share engine calls, up to this
+    # many per call (1: every segment alone), a call waiting at most batch_window_s for more (docs/api.md)
+    batch_max_segments: int = 16
+    batch_window_s: float = 0.005
     # streamed segments decode window by window, their audio sent in parts (docs/engine.md, "Streaming
     # decoder"); off by default: windowed audio fails the spectral-balance quality gate
     windowed: bool = False
@@ -52,6 +59,7 @@ class Settings:
     max_message_chars: int = 16_000
     max_turn_chars: int = 100_000
     max_session_chars: int = 1_000_000
+    max_pending_turns: int = 16  # turns of one session opened and not yet spoken to their end
     idle_timeout_s: float = 300.0
     max_session_s: float = 3600.0
     frame_s: float = MAX_FRAME_S
@@ -62,6 +70,10 @@ class Settings:
     max_request_chars: int = 20_000
     request_max_age_s: float = 60.0
     max_http_requests: int = 32
+    # slow clients (docs/operations.md): a request's head, its body, and any send that cannot progress
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    send_timeout_s: float = 30.0
     # scheduler
     max_queued_jobs: int = 64
     segments_ahead: int = 1  # segments of one turn queued or running at once
@@ -73,7 +85,8 @@ class Settings:
     # access (docs/operations.md): no key means no auth, as on loopback and behind SageMaker's own auth
     api_key: str | None = dataclasses.field(default=None, repr=False)
     allow_unauthenticated: bool = False  # silences the warning for a non-loopback host without a key
-    cors_origins: tuple[str, ...] = ()  # origins whose pages may call the HTTP routes; "*" for any
+    cors_origins: tuple[str, ...] = ()  # origins whose pages may call the routes and open WebSockets; "*" any
+    allowed_hosts: tuple[str, ...] = ()  # Host names besides loopback (DNS rebinding check); "*" for any
     # OpenAI's voice names → Kokoro voices, over koe's defaults: "alloy=af_bella,nova=bf_emma" (docs/api.md)
     openai_voices: tuple[str, ...] = ()
 
@@ -86,11 +99,13 @@ class Settings:
             "max_message_chars",
             "max_turn_chars",
             "max_session_chars",
+            "max_pending_turns",
             "max_body_bytes",
             "max_request_chars",
             "max_http_requests",
             "max_queued_jobs",
             "segments_ahead",
+            "batch_max_segments",
         ):
             _require(name, getattr(self, name) >= 1, "an integer >= 1")
         for name in (
@@ -101,6 +116,9 @@ class Settings:
             "audio_low_water_s",
             "request_max_age_s",
             "shutdown_grace_s",
+            "header_timeout_s",
+            "body_timeout_s",
+            "send_timeout_s",
         ):
             value = getattr(self, name)
             _require(name, math.isfinite(value) and value > 0, "a finite number > 0")
@@ -108,6 +126,11 @@ class Settings:
             "segment_cache_mb",
             math.isfinite(self.segment_cache_mb) and 0 <= self.segment_cache_mb <= MAX_SEGMENT_CACHE_MB,
             f"a number of megabytes from 0 to {MAX_SEGMENT_CACHE_MB}",
+        )
+        _require(
+            "batch_window_s",
+            math.isfinite(self.batch_window_s) and 0 <= self.batch_window_s <= MAX_BATCH_WINDOW_S,
+            f"seconds in [0, {MAX_BATCH_WINDOW_S}]",
         )
         _require("port", 0 <= self.port <= 65535, "a port number in [0, 65535]")
         _require("engine", self.engine in ("onnx", "torch"), "'onnx' or 'torch'")

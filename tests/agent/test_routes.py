@@ -26,6 +26,18 @@ def test_the_page_and_its_modules_are_served(fake_server: LiveServer) -> None:
     assert httpx.get(fake_server.http_url + "/nothing-here.js").status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [("GET", "/invocations", "POST"), ("GET", "/v1/audio/speech", "POST"), ("POST", "/ping", "GET, HEAD")],
+)
+def test_a_wrong_method_is_405_not_the_pages_404(
+    fake_server: LiveServer, method: str, path: str, allowed: str
+) -> None:
+    response = httpx.request(method, fake_server.http_url + path)
+    assert response.status_code == 405
+    assert set(response.headers["allow"].split(", ")) == set(allowed.split(", "))
+
+
 def test_ping_and_info_describe_the_agent(fake_server: LiveServer) -> None:
     assert httpx.get(fake_server.http_url + "/agent/ping").json() == {"status": "Healthy"}
     info = httpx.get(fake_server.http_url + "/agent/info").json()

@@ -24,6 +24,12 @@ def test_quick_run_is_short_and_full_run_uses_the_long_answer() -> None:
     )
 
 
+def test_a_quick_run_reads_a_sample_of_the_corpus_and_a_full_run_all_of_it() -> None:
+    assert BenchConfig.for_run(Path("out"), quick=True).reading_sample == 2
+    assert BenchConfig.for_run(Path("out"), quick=False).reading_sample is None
+    assert BenchConfig.for_run(Path("out"), quick=False, only="reading").only == "reading"
+
+
 def test_overrides_win_over_the_defaults() -> None:
     pace = ReplayPace(40.0, 0.5)
     config = BenchConfig.for_run(Path("out"), quick=True, pace=pace, repeats=3, ttfa_threshold_s=1.5)
@@ -37,6 +43,11 @@ def test_overrides_win_over_the_defaults() -> None:
 def test_out_of_range_values_are_refused_by_name(field: str, value: float, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BenchConfig.for_run(Path("out"), quick=False, **{field: value})
+
+
+def test_a_reading_sample_needs_at_least_one_text() -> None:
+    with pytest.raises(ConfigError, match="reading_sample"):
+        BenchConfig(Path("out"), reading_sample=0)
 
 
 def test_capacity_needs_at_least_one_round() -> None:

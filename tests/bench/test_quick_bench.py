@@ -77,6 +77,12 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
     assert capacity["rounds"] == 1 and all(level["rounds"] == 1 for level in capacity["levels"])
     assert all(level["ok"] == (level["rounds_ok"] == 1) for level in capacity["levels"])
 
+    reading = scenarios["reading"]
+    assert reading["overall"]["texts"] == 2 and len(reading["results"]) == 2
+    assert [r["group"] for r in reading["results"]] == list(reading["groups"])  # one text per group
+    assert all(r["transcript"] for r in reading["results"])  # speech came back and was transcribed
+    assert reading["overall"]["passed"] == sum(r["passed"] for r in reading["results"])
+
     engines = scenarios["engine"]["engines"]
     assert set(engines) == {"koe", "kokoro-onnx"}
     for fit in engines.values():
@@ -95,9 +101,12 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
         "first_audio_speedup_vs_batch",
         "gaps_one_session",
         "cancel_to_silence_s",
+        "reading_pass_rate",
+        "reading_worst_group_pass_rate",
     }
     for name in report["plots"].values():
         assert (tmp_path / name).read_bytes().startswith(PNG_SIGNATURE)
     tables = (tmp_path / "bench.md").read_text()
     assert "| koe |" in tables and "| koe_windowed |" in tables and "| kokoro_onnx_create_stream |" in tables
     assert "| koe_cached |" in tables
+    assert "| overall |" in tables

@@ -58,6 +58,16 @@ def test_synth_defines_models_config_and_endpoint(template: Template) -> None:
     )
 
 
+def test_every_model_silences_the_no_api_key_warning_behind_sagemakers_own_auth(
+    template_json: dict[str, Any],
+) -> None:
+    models = resources(template_json, "AWS::SageMaker::Model")
+    assert len(models) == 2
+    for model in models.values():
+        environment = model["Properties"]["PrimaryContainer"]["Environment"]
+        assert environment == {"KOE_ALLOW_UNAUTHENTICATED": "true"}
+
+
 def test_variants_route_to_the_least_busy_instance_on_parameterized_types(template: Template) -> None:
     routing = {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
     template.has_resource_properties(

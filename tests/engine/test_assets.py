@@ -14,7 +14,7 @@ from koe.engine.assets import (
     verify,
 )
 from koe.engine.voices import ENGLISH_VOICES, VOICES, VoiceBank
-from koe.errors import AssetError
+from koe.errors import AssetError, VoiceError
 
 
 def test_pinned_hashes_cover_every_voice_of_the_package() -> None:
@@ -52,13 +52,31 @@ def test_hash_mismatch_names_both_hashes_and_the_repair() -> None:
     assert "koe install --force" in caught.value.message
 
 
-def test_corrupted_voice_file_is_refused(installed_voices: Path, tmp_path: Path) -> None:
-    shutil.copy(installed_voices / "af_heart.bin", tmp_path / "af_heart.bin")
-    data = bytearray((tmp_path / "af_heart.bin").read_bytes())
+def _corrupt_copy(installed_voices: Path, directory: Path, name: str) -> None:
+    data = bytearray((installed_voices / f"{name}.bin").read_bytes())
     data[1000] ^= 0xFF
-    (tmp_path / "af_heart.bin").write_bytes(bytes(data))
+    (directory / f"{name}.bin").write_bytes(bytes(data))
+
+
+def test_corrupted_voice_file_is_refused(installed_voices: Path, tmp_path: Path) -> None:
+    _corrupt_copy(installed_voices, tmp_path, "af_heart")
     with pytest.raises(AssetError, match=r"voice af_heart .*sha256"):
-        VoiceBank.load(tmp_path, ("af_heart",))
+        VoiceBank.load(tmp_path, ("af_heart",), required=("af_heart",))
+
+
+def test_a_corrupted_optional_voice_is_left_out_and_the_others_served(
+    installed_voices: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    shutil.copy(installed_voices / "af_heart.bin", tmp_path / "af_heart.bin")
+    _corrupt_copy(installed_voices, tmp_path, "af_sky")
+    bank = VoiceBank.load(tmp_path, ("af_heart", "af_sky"), required=("af_heart",))
+    assert bank.names() == ["af_heart"] and bank.unavailable == ("af_sky",)
+    assert "voice af_sky is not served" in caplog.text and "sha256" in caplog.text
+    with pytest.raises(VoiceError, match="af_sky is unavailable") as refused:
+        bank.resolve("af_sky")
+    assert str(tmp_path) not in refused.value.message  # clients never see a path
+    with pytest.raises(AssetError, match="no voice could be loaded"):
+        VoiceBank.load(tmp_path, ("af_sky",))
 
 
 def test_missing_voice_says_how_to_install(tmp_path: Path) -> None:

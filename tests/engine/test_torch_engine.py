@@ -1,8 +1,6 @@
-"""The PyTorch backend on CPU with random weights built from Kokoro's config.json.
-
-Real weights are not on any registry, so nothing here proves the audio is speech: that path is
-``test_real_weights_speak`` (marked ``model`` and ``gpu``, skipped without the checkpoint). What runs here is
-the real code: KModel's architecture, strict checkpoint loading, batching and cancellation.
+"""The PyTorch backend on CPU with random weights built from Kokoro's config.json: KModel's architecture,
+strict checkpoint loading, passes bounded by ``max_batch``, cancellation. That the audio is speech, and the
+same alone or in a batch, is proven with the weights derived from the int8 model (``test_torch_real.py``).
 """
 
 from __future__ import annotations
@@ -23,16 +21,16 @@ pytest.importorskip(
     "kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4 (see docs/deploy.md)"
 )
 
-from koe.engine.torch import (  # noqa: E402 - only importable once torch and kokoro are known present
+from koe.conversion.install import download_official  # noqa: E402
+from koe.engine.kmodel.checkpoint import (  # noqa: E402 - only importable once torch and kokoro are present
     COMPONENTS,
-    TorchEngine,
-    TorchOptions,
+    LOCAL,
+    Weights,
     build_model,
-    install_weights,
     load_checkpoint,
-    load_voice_tensors,
     verify_file,
 )
+from koe.engine.torch import TorchEngine, TorchOptions, load_voice_tensors  # noqa: E402
 
 #: Untrained, the duration head predicts ~25 frames per token (1 s of audio per phoneme): too slow on CPU.
 #: Scaled and shifted, it predicts 2-4 frames that still differ between tokens, styles and speeds.
@@ -66,9 +64,9 @@ def blank() -> object:
 
 @pytest.fixture
 def decoder_batches(engine: TorchEngine) -> Iterator[list[int]]:
-    """Batch size of every decoder pass, recorded by a forward hook on the real decoder."""
+    """Batch size of every acoustic pass, recorded by a forward hook on the generator's last layer."""
     sizes: list[int] = []
-    handle = engine._model.decoder.register_forward_hook(
+    handle = engine._model.decoder.generator.conv_post.register_forward_hook(
         lambda _m, args, _out: sizes.append(args[0].shape[0])
     )
     yield sizes
@@ -95,7 +93,9 @@ def test_engine_satisfies_the_engine_protocol(engine: TorchEngine) -> None:
 
 
 @pytest.mark.slow
-def test_batch_gives_the_lengths_of_upstream_single_calls(model: object, engine: TorchEngine) -> None:
+def test_batch_gives_the_lengths_and_durations_of_upstream_single_calls(
+    model: object, engine: TorchEngine
+) -> None:
     """N utterances in one batch (different lengths, styles, speeds) vs KModel's own batch-1 forward."""
     requests = [
         SynthesisRequest(p, s, speed)
@@ -103,20 +103,21 @@ def test_batch_gives_the_lengths_of_upstream_single_calls(model: object, engine:
     ]
     batched = engine.synthesize_batch(requests)
     reference = [upstream(model, r) for r in requests]
-    assert [len(a) for a in batched] == [length for length, _ in reference]
-    assert all(length == sum(d) * _SAMPLES_PER_FRAME for length, d in reference)
+    assert [len(u.audio) for u in batched] == [length for length, _ in reference]
+    assert [u.timing.durations.tolist() for u in batched if u.timing] == [d for _, d in reference]
     assert len({tuple(d) for _, d in reference}) == len(PHONEMES)  # durations differ: the test can fail
-    assert all(a.dtype == np.float32 and np.isfinite(a).all() for a in batched)
+    assert all(u.audio.dtype == np.float32 and np.isfinite(u.audio).all() for u in batched)
 
 
 @pytest.mark.slow
-def test_equal_frame_counts_share_one_decoder_pass(engine: TorchEngine, decoder_batches: list[int]) -> None:
+def test_utterances_of_different_lengths_share_one_acoustic_pass(
+    engine: TorchEngine, decoder_batches: list[int]
+) -> None:
     (style,) = styles(1)
-    requests = [SynthesisRequest("həlˈoʊ", style), SynthesisRequest("həlˈoʊ", style)]
-    requests.append(SynthesisRequest("ðɪs ɪz ɐ tˈɛst", style))
+    requests = [SynthesisRequest("həlˈoʊ", style), SynthesisRequest("ðɪs ɪz ɐ tˈɛst", style)]
     audio = engine.synthesize_batch(requests)
-    assert sorted(decoder_batches) == [1, 2]
-    assert len(audio[0]) == len(audio[1]) != len(audio[2])
+    assert decoder_batches == [2]
+    assert len(audio[0].audio) != len(audio[1].audio)
 
 
 @pytest.mark.slow
@@ -124,7 +125,7 @@ def test_passes_are_bounded_by_max_batch(engine: TorchEngine, decoder_batches: l
     (style,) = styles(1)
     audio = engine.synthesize_batch([SynthesisRequest("wˈʌn", style)] * 6)
     assert decoder_batches == [4, 2]
-    assert len({len(a) for a in audio}) == 1
+    assert len({len(u.audio) for u in audio}) == 1
 
 
 @pytest.mark.slow
@@ -140,7 +141,7 @@ def test_cancelled_utterances_return_empty_and_skip_the_decoder(
 
     audio = engine.synthesize_batch(requests, is_cancelled=cancelled)
     assert sorted(polled) == [0, 1, 2]
-    assert len(audio[1]) == 0 and len(audio[0]) > 0 and len(audio[2]) > 0
+    assert len(audio[1].audio) == 0 and len(audio[0].audio) > 0 and len(audio[2].audio) > 0
     assert sum(decoder_batches) == 2
 
 
@@ -149,7 +150,7 @@ def test_empty_phonemes_give_empty_audio_without_a_pass(
 ) -> None:
     (style,) = styles(1)
     requests = [SynthesisRequest("", style), SynthesisRequest("#@1", style)]  # no symbol in the vocabulary
-    assert [len(a) for a in engine.synthesize_batch(requests)] == [0, 0]
+    assert [len(u.audio) for u in engine.synthesize_batch(requests)] == [0, 0]
     assert decoder_batches == []
 
 
@@ -204,16 +205,17 @@ def test_checkpoint_with_pickled_objects_is_refused(blank: object, tmp_path: Pat
         load_checkpoint(blank, path)
 
 
-def test_load_without_weights_says_how_to_install(tmp_path: Path) -> None:
+def test_load_without_weights_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KOE_CACHE_DIR", str(tmp_path))
     with pytest.raises(AssetError, match="koe install --engine torch"):
-        TorchEngine.load(tmp_path / "absent.pth")
+        TorchEngine.load()
 
 
-def test_installed_weights_with_a_wrong_hash_are_refused(tmp_path: Path) -> None:
+def test_official_weights_with_a_wrong_hash_are_refused(tmp_path: Path) -> None:
     target = tmp_path / "kokoro-v1_0.pth"
     target.write_bytes(b"not the checkpoint")
     with pytest.raises(AssetError, match="does not match the pinned"):
-        install_weights(target)
+        download_official(target)
 
 
 def test_verify_file_accepts_the_right_hash(tmp_path: Path) -> None:
@@ -243,6 +245,13 @@ def test_cuda_requested_without_a_device_is_a_config_error(model: object) -> Non
         TorchEngine(model, TorchOptions(device="cuda"))
 
 
+def test_cuda_is_refused_before_any_weights_are_read(tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA; the refusal only applies without one")
+    with pytest.raises(ConfigError, match=r"no CUDA device.*--device cpu"):
+        TorchEngine.load(Weights(tmp_path / "never-read.pth", LOCAL), TorchOptions(device="cuda"))
+
+
 def test_max_batch_below_one_is_a_config_error(model: object) -> None:
     with pytest.raises(ConfigError, match="max_batch"):
         TorchEngine(model, TorchOptions(device="cpu", max_batch=0))
@@ -252,23 +261,6 @@ def test_installed_torch_is_not_vulnerable() -> None:
     from packaging.version import Version
 
     assert Version(torch.__version__.split("+")[0]) >= Version("2.10")
-
-
-@pytest.mark.model
-@pytest.mark.gpu
-def test_real_weights_speak(tmp_path: Path) -> None:
-    """Real-weight path: the published checkpoint on CUDA. Needs ``koe install --engine torch`` and a GPU."""
-    from koe.engine.torch import default_weights_path
-
-    if not default_weights_path().is_file() or not torch.cuda.is_available():
-        pytest.skip("needs the real kokoro-v1_0.pth (koe install --engine torch, online) and a CUDA device")
-    from koe.engine.assets import default_voices_dir
-    from koe.engine.voices import VoiceBank
-
-    engine = TorchEngine.load()
-    style = VoiceBank.load(default_voices_dir(), ("af_heart",)).resolve("af_heart")
-    audio = engine.synthesize_batch([SynthesisRequest("həlˈoʊ wˈɜːld", style)] * 3)
-    assert all(0.3 * 24_000 < len(a) < 3 * 24_000 and 0.01 < float(np.abs(a).max()) <= 1.5 for a in audio)
 
 
 def test_speech_loads_the_torch_engine_from_a_model_dir(
@@ -287,7 +279,7 @@ def test_speech_loads_the_torch_engine_from_a_model_dir(
         engine=EngineOptions("torch", threads=1), model_dir=tmp_path, warmup=False, langs=("en-us",)
     )
     speech = Speech.load(options)
-    assert isinstance(speech.engine, TorchEngine)
+    assert isinstance(speech.engine, TorchEngine) and speech.engine.weights == LOCAL
     assert speech.voices.names() == ["af_heart"]
     assert speech.synthesize("Hi there.", voice="af_heart").size > 0
 
@@ -297,3 +289,40 @@ def test_unknown_engine_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="engine must be one of onnx, torch"):
         EngineOptions("tensorflow")
+
+
+def test_an_onnx_file_that_is_not_a_graph_cannot_be_derived_from(blank: object) -> None:
+    from koe.conversion.derive import derive_state
+
+    with pytest.raises(AssetError, match="could not be parsed by onnx"):
+        derive_state(b"not an onnx graph", blank.state_dict(), set())  # type: ignore[attr-defined]
+
+
+def test_a_graph_without_kokoros_weights_names_what_is_missing(blank: object) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    from koe.conversion.derive import derive_state
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "other",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    data = helper.make_model(graph).SerializeToString()
+    onnx.checker.check_model(onnx.load_from_string(data))
+    modules = {name for name, _ in blank.named_modules() if name}  # type: ignore[attr-defined]
+    with pytest.raises(AssetError, match=r"holds no weights for \d+ model parameters \(bert\."):
+        derive_state(data, blank.state_dict(), modules)  # type: ignore[attr-defined]
+
+
+def test_a_derived_checkpoint_that_fails_its_digest_is_refused(model: object, tmp_path: Path) -> None:
+    """Random weights saved where the derived ones belong: loaded strictly, then refused by the pin."""
+    from koe.engine.kmodel.checkpoint import DEQUANTIZED, load_weights, save_checkpoint
+
+    state = {f"{name}.{key}": value for name in COMPONENTS
+             for key, value in getattr(model, name).state_dict().items()}  # fmt: skip
+    path = save_checkpoint(state, tmp_path / "kokoro-v1_0-dequantized-int8.pth")
+    with pytest.raises(AssetError, match=r"does not match the pinned .*koe install --engine torch"):
+        load_weights(Weights(path, DEQUANTIZED))

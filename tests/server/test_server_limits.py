@@ -16,6 +16,9 @@ from websockets.exceptions import ConnectionClosed
 
 from koe.app import create_app
 from koe.bench.soak import rss_bytes
+from koe.engine.voices import VoiceBank
+from koe.pipeline.params import LANGS
+from koe.pipeline.speech import Speech
 from koe.scheduler.queue import SchedulerStats
 from koe.settings import Settings
 from live_checks import (
@@ -28,7 +31,7 @@ from live_checks import (
     wait_idle,
 )
 from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket, run_server
-from support.fake import FakeEngine
+from support.fake import FakeEngine, FakeG2P, fake_voices
 from ws_events import WAIT_S, messages, of_type, receive, run, send, until
 
 
@@ -274,9 +277,11 @@ def test_ping_and_every_route_answer_503_until_the_model_is_loaded(tmp_path: Pat
         wait_for(lambda: live.runtime.load_error is not None, "the load to fail")
         ping = httpx.get(live.http_url + "/ping")
         assert ping.status_code == 503 and ping.json()["error"] == "not_ready"
-        assert ping.json()["message"]
+        assert ping.json()["status"] == "failed" and "failed" in ping.json()["message"]
+        assert str(tmp_path) not in ping.text and "/" not in ping.json()["message"]  # no key needed: no paths
         speech = httpx.post(live.http_url + "/invocations", json={"text": "Hi."})
         assert (speech.status_code, speech.json()["error"]) == (503, "not_ready")
+        assert "failed" in speech.json()["message"] and str(tmp_path) not in speech.text
 
         async def session() -> None:
             async with connect(live.ws_url + "/v1/stream") as ws:
@@ -287,6 +292,21 @@ def test_ping_and_every_route_answer_503_until_the_model_is_loaded(tmp_path: Pat
             assert close_code(closed.value) == 1013
 
         run(session)
+
+
+def test_a_voice_that_failed_to_load_is_named_on_ping_and_the_others_are_served() -> None:
+    bank = fake_voices()
+    tables = {name: bank.resolve(name) for name in bank.names() if name != "af_sky"}
+    speech = Speech(FakeEngine(), VoiceBank(tables, ["af_sky"]), {lang: FakeG2P(lang) for lang in LANGS})
+    settings = Settings(host=LOOPBACK, port=0, warmup=False)
+    with run_server(create_app(settings, speech), settings) as live:
+        ping = httpx.get(live.http_url + "/ping")
+        assert ping.json() == {"status": "ready", "unavailable_voices": ["af_sky"]}
+        refused = httpx.post(live.http_url + "/invocations", json={"text": "Hi.", "voice": "af_sky"})
+        assert (refused.status_code, refused.json()["error"]) == (400, "unknown_voice")
+        assert "unavailable" in refused.json()["message"]
+        served = httpx.post(live.http_url + "/invocations", json={"text": "Hi.", "voice": "af_bella"})
+        assert served.status_code == 200
 
 
 def test_shutdown_closes_sessions_with_1012_and_finishes_within_the_grace(serve_fake: ServerFactory) -> None:

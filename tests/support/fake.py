@@ -18,7 +18,16 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from koe.engine.base import AudioChunk, BufferedAudio, Capabilities, StreamEvent, SynthesisRequest
+from koe.engine.base import (
+    AudioChunk,
+    BufferedAudio,
+    CancelCheck,
+    Capabilities,
+    StreamEvent,
+    SynthesisRequest,
+    Utterance,
+    drain,
+)
 from koe.engine.onnx.windowing import MIN_WINDOWED_FRAMES
 from koe.engine.timing import FRAME_SAMPLES, SegmentTiming, WordSpan
 from koe.engine.vocab import tokenize, vocabulary
@@ -83,9 +92,13 @@ class FakeEngine:
         gate: threading.Event | None = None,
         gate_after: int = 0,
         windowed: bool = True,
+        max_batch: int = 1,
     ) -> None:
-        """``gate``: calls after the first ``gate_after`` wait until it is set (a held worker)."""
-        self.capabilities = Capabilities(word_timings=True, windowed=windowed, max_batch=4)
+        """``gate``: calls after the first ``gate_after`` wait until it is set (a held worker);
+        ``max_batch`` > 1 makes it an engine that shares passes (segments then share calls)."""
+        self.capabilities = Capabilities(word_timings=True, windowed=windowed, max_batch=max_batch)
+        self.batches: list[int] = []  # requests per synthesize_batch call
+        self.description = "fake (scripted tones)"
         self.delay_s = delay_s
         self.gate = gate
         self.gate_after = gate_after
@@ -104,8 +117,18 @@ class FakeEngine:
         self.work(request)
         return self.audio(request, ids, 0, int(self.durations(request).sum()))
 
-    def synthesize_batch(self, requests: Sequence[SynthesisRequest]) -> list[Audio]:
-        return [self.synthesize(request) for request in requests]
+    def synthesize_batch(
+        self, requests: Sequence[SynthesisRequest], is_cancelled: CancelCheck | None = None
+    ) -> list[Utterance]:
+        """One call for all: it fails as a whole when any request fails, as a shared pass would."""
+        with self._lock:
+            self.batches.append(len(requests))
+        return [
+            Utterance(np.zeros(0, dtype=np.float32), None)
+            if is_cancelled is not None and is_cancelled(index)
+            else drain(self.stream(request))
+            for index, request in enumerate(requests)
+        ]
 
     def prepare(self, style: StyleTable) -> None:
         """Nothing to calibrate."""

@@ -163,9 +163,20 @@ LIMIT_CASES = {
         ["Hi there.", "One two three, four five six,", "seven eight nine ten eleven twelve."],
     ),
     "without a clause it is cut at a word boundary": (
-        "Hi there. one two three four five six seven eight nine ten.",
+        "Hi there. one two three four five six seven eight nine ten eleven twelve thirteen fourteen.",
         20,
-        ["Hi there.", "one two three four", "five six seven eight", "nine ten."],
+        [
+            "Hi there.",
+            "one two three four",
+            "five six seven eight",
+            "nine ten eleven",
+            "twelve thirteen fourteen.",
+        ],
+    ),
+    "a sentence ending just past the limit is not cut before its last words": (
+        "Temperatures range from -5 to 10 degrees. Then it warms up.",
+        40,
+        ["Temperatures range from -5 to 10 degrees.", "Then it warms up."],
     ),
     "a tiny limit still leaves three words": (
         "Hi there. alpha beta gamma delta epsilon.",
@@ -219,8 +230,8 @@ def test_the_limit_can_grow_between_segments() -> None:
     assert [s.text for s in first + rest] == [
         "Okay.",
         "One two three four",
-        "five six seven eight",
-        "nine. Ten eleven twelve thirteen fourteen fifteen sixteen.",
+        "five six seven eight nine.",  # not "five six seven eight" and a stranded "nine."
+        "Ten eleven twelve thirteen fourteen fifteen sixteen.",
     ]
 
 

@@ -71,3 +71,37 @@ def test_any_shallow_json_value_in_an_object_round_trips(value: object) -> None:
 
 def _depth(value: object) -> int:
     return 1 + max(map(_depth, value), default=0) if isinstance(value, list) else 0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"text": "' + '\\"' * 30_000,  # an unclosed string of escaped quotes: each one could restart a scan
+        '{"text": "' + '\\"' * 30_000 + "\\",  # ... ending in a lone backslash
+        '{"a": "' + '"' * 30_000,  # every quote opens or closes a string
+    ],
+    ids=["escaped-quotes", "trailing-backslash", "bare-quotes"],
+)
+def test_unclosed_strings_are_refused_in_one_pass(data: str) -> None:
+    with pytest.raises(ProtocolError) as raised:
+        parse_object(data, max_bytes=None)
+    assert raised.value.code == "invalid_json"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"text": "\\ud800"}',
+        '{"text": "ok \\udfff"}',
+        '{"\\ud83d": 1}',  # a key
+        '{"a": ["x", {"b": "\\ud83d\\u0041"}]}',  # a high surrogate followed by something else
+    ],
+)
+def test_lone_surrogate_escapes_are_refused_anywhere(data: str) -> None:
+    with pytest.raises(ProtocolError, match="surrogate") as raised:
+        parse_object(data, max_bytes=None)
+    assert raised.value.code == "invalid_json"
+
+
+def test_a_surrogate_pair_is_one_character_and_nul_is_carried() -> None:
+    assert parse_object('{"text": "\\ud83d\\ude00 \\u0000"}', max_bytes=None) == {"text": "😀 \x00"}

@@ -22,6 +22,9 @@ from koe_cdk.agent import AgentAccess
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 ROUTING_STRATEGY = "LEAST_OUTSTANDING_REQUESTS"
+#: SageMaker authenticates every call (IAM, SigV4) before it reaches the container, which listens on 0.0.0.0
+#: without an API key: koe's "no API key" warning is expected there, so the switch silences it.
+CONTAINER_ENVIRONMENT = {"KOE_ALLOW_UNAUTHENTICATED": "true"}
 #: Seconds the container may take to answer /ping after start (image pull + model load on a cold GPU).
 STARTUP_HEALTH_CHECK_TIMEOUT_S = 600
 SCALE_IN_COOLDOWN_S = 300
@@ -167,7 +170,9 @@ class KoeEndpointStack(cdk.Stack):
                 self,
                 f"{name.capitalize()}Model",
                 execution_role_arn=role.role_arn,
-                primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(image=image.image_uri),
+                primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+                    image=image.image_uri, environment=CONTAINER_ENVIRONMENT
+                ),
             )
             model.node.add_dependency(role)  # the policy must exist before SageMaker pulls the image
             models.append(model)

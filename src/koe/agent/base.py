@@ -8,6 +8,7 @@ Each implementation lives in its own module and imports its heavy dependencies t
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -133,6 +134,11 @@ class Speaker(Protocol):
 
     @property
     def ready(self) -> bool: ...
+
+    def admitted(self, transport: str) -> AbstractContextManager[object]:
+        """Hold one of the TTS's slots while inside: ``"ws"`` for a browser session, ``"http"`` for a
+        request. Raises ``OverloadedError`` when the TTS refuses (every slot taken, not ready)."""
+        ...
 
     def voices(self) -> list[str]:
         """The voice names a turn may use."""

@@ -12,6 +12,7 @@ Its segments are decoded whole: a :class:`~koe.agent.base.Spoken` is a whole seg
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from koe.agent.base import Spoken
@@ -31,13 +32,19 @@ from koe.types import SAMPLE_RATE
 
 
 class SynthesizerSource(Protocol):
-    """Where the process's model is (the server's runtime): ready or not, and loaded once it is."""
+    """Where the process's model is (the server's runtime): ready or not, loaded once it is, and its
+    admission control, which the agent's sessions and requests pass like the server's own."""
 
     @property
     def ready(self) -> bool: ...
 
     def synthesizer(self) -> Synthesizer:
         """The loaded model; raises ``OverloadedError`` while it loads or the server shuts down."""
+        ...
+
+    def admitted(self, transport: str) -> AbstractContextManager[Synthesizer]:
+        """Hold one of ``transport``'s slots (``"ws"`` sessions, ``"http"`` requests) while inside;
+        raises ``OverloadedError`` when every slot is taken (or not ready, or shutting down)."""
         ...
 
 
@@ -114,6 +121,9 @@ class InProcessSpeaker:
     @property
     def ready(self) -> bool:
         return self._source.ready
+
+    def admitted(self, transport: str) -> AbstractContextManager[object]:
+        return self._source.admitted(transport)
 
     def voices(self) -> list[str]:
         return list(self._source.synthesizer().speech.voices.names()) if self._source.ready else []

@@ -10,9 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from koe.agent.replay import DEFAULT_FIRST_TOKEN_DELAY_S, DEFAULT_TOKENS_PER_S, ReplayPace
+from koe.agent.replay import (
+    DEFAULT_FIRST_TOKEN_DELAY_S,
+    DEFAULT_TOKENS_PER_S,
+    MAX_FIRST_TOKEN_DELAY_S,
+    MAX_TOKENS_PER_S,
+    MIN_TOKENS_PER_S,
+    ReplayPace,
+)
 from koe.errors import ConfigError, ProtocolError
-from koe.wire.fields import lang_field, speed_field, voice_field
+from koe.wire.fields import lang_field, number_field, preview, speed_field, voice_field
 from koe.wire.json import parse_object
 
 #: The longest session id a client may choose.
@@ -57,11 +64,13 @@ def parse_message(data: str | bytes, *, max_bytes: int) -> ClientMessage:
     if kind == "interrupt":
         heard = obj.get("heard_segments")
         if heard is not None and (isinstance(heard, bool) or not isinstance(heard, int) or heard < 0):
-            raise ConfigError(f"heard_segments must be an integer >= 0, got {heard!r}", code="invalid_field")
+            raise ConfigError(
+                f"heard_segments must be an integer >= 0, got {preview(heard)}", code="invalid_field"
+            )
         return Interrupt(heard)
     if kind in ("ask", "read"):
         return _turn_request(obj, read=kind == "read")
-    raise ProtocolError(f"expected type to be one of ask, read, interrupt; got {kind!r}")
+    raise ProtocolError(f"expected type to be one of ask, read, interrupt; got {preview(kind)}")
 
 
 def parse_invocation(body: bytes, *, max_bytes: int) -> tuple[TurnRequest, str | None]:
@@ -80,8 +89,9 @@ def parse_invocation(body: bytes, *, max_bytes: int) -> tuple[TurnRequest, str |
     return request, session_id(obj.get("session_id"))
 
 
-def session_id(value: object) -> str | None:
-    """A client-chosen session id, checked: printable, at most :data:`MAX_SESSION_ID_CHARS`."""
+def session_id(value: object, what: str = "session_id") -> str | None:
+    """A client-chosen session id (``what`` names where it came from), checked: printable, at most
+    :data:`MAX_SESSION_ID_CHARS`; never echoed back when refused."""
     if value is None:
         return None
     if (
@@ -91,7 +101,7 @@ def session_id(value: object) -> str | None:
         or not value.isprintable()
     ):
         raise ConfigError(
-            f"session_id must be 1 to {MAX_SESSION_ID_CHARS} printable characters", code="invalid_field"
+            f"{what} must be 1 to {MAX_SESSION_ID_CHARS} printable characters", code="invalid_field"
         )
     return value
 
@@ -107,15 +117,14 @@ def _turn_request(obj: dict[str, Any], *, read: bool) -> TurnRequest:
     if not read:
         return Ask(text, voice, speed, lang)
     pace = ReplayPace(
-        tokens_per_s=_number(obj.get("tokens_per_s", DEFAULT_TOKENS_PER_S), "tokens_per_s"),
-        first_token_delay_s=_number(
-            obj.get("first_token_delay_s", DEFAULT_FIRST_TOKEN_DELAY_S), "first_token_delay_s"
+        tokens_per_s=number_field(
+            "tokens_per_s", obj.get("tokens_per_s", DEFAULT_TOKENS_PER_S), MIN_TOKENS_PER_S, MAX_TOKENS_PER_S
+        ),
+        first_token_delay_s=number_field(
+            "first_token_delay_s",
+            obj.get("first_token_delay_s", DEFAULT_FIRST_TOKEN_DELAY_S),
+            0.0,
+            MAX_FIRST_TOKEN_DELAY_S,
         ),
     )
     return Read(text, pace, voice, speed, lang)
-
-
-def _number(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{name} must be a number, got {value!r}", code="invalid_field")
-    return float(value)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TypeVar
 
 from koe.agent.base import Spoken
@@ -246,6 +247,10 @@ class RemoteSpeaker:
     def __init__(self, target: TtsTarget, voices: list[str]) -> None:
         self._target = target
         self._voices = voices
+
+    def admitted(self, transport: str) -> AbstractContextManager[object]:
+        """Nothing to hold here: the remote server admits each session's WebSocket itself."""
+        return nullcontext()
 
     def voices(self) -> list[str]:
         return list(self._voices)

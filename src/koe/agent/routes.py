@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import ExitStack, asynccontextmanager
 from typing import Any, cast
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 
@@ -30,6 +31,7 @@ from koe.agent.config import HOW_TO_ENABLE
 from koe.agent.events import AgentEvent, SessionOpened, TurnError, to_frames, to_sse
 from koe.agent.pipeline import AgentSession, AgentTurn
 from koe.agent.protocol import Ask, Interrupt, TurnRequest, parse_invocation, parse_message
+from koe.agent.protocol import session_id as session_id_of
 from koe.agent.replay import ReplaySource
 from koe.agent.service import VoiceAgent
 from koe.errors import KoeError, LimitError, OverloadedError
@@ -41,14 +43,16 @@ from koe.wire.errors import (
     WS_POLICY_VIOLATION,
     WS_TRY_AGAIN_LATER,
     error_body,
-    retry_after_header,
+    response_headers,
     route_of,
 )
+from koe.wire.streaming import HeldStreamingResponse
 
 logger = logging.getLogger(__name__)
 
 #: AgentCore passes the conversation's id in this header.
 AGENTCORE_SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+_HEADER_NAME = f"the {AGENTCORE_SESSION_HEADER} header"
 #: Browser sessions at once; more are refused with 1013.
 MAX_SOCKETS = 64
 #: A socket with no message and no turn for this long is closed (1008).
@@ -116,21 +120,25 @@ class AgentEndpoints:
         """Start a turn and stream its events; errors before the turn are JSON with their HTTP status."""
         limit = _body_limit(self.agent)
         turn_request, session_id = parse_invocation(await read_body(request, limit), max_bytes=limit)
-        session_id = session_id or request.headers.get(AGENTCORE_SESSION_HEADER)
+        session_id = session_id or session_id_of(request.headers.get(AGENTCORE_SESSION_HEADER), _HEADER_NAME)
         named = session_id is not None
-        session = await self.agent.named_session(session_id) if session_id else self.agent.open_session()
-        turn = await self._start(session, turn_request)
+        held = ExitStack()
+        held.enter_context(self.agent.speaker.admitted("http"))  # refused: 503 before anything is sent
+        try:
+            session = await self.agent.named_session(session_id) if session_id else self.agent.open_session()
+            turn = await self._start(session, turn_request)
+        except BaseException:
+            held.close()
+            raise
+        if not named:
+            held.callback(lambda: self._close_later(session.aclose()))
 
         async def stream() -> AsyncIterator[str]:
-            try:
-                async for event in session.events(turn):
-                    yield to_sse(event)
-            finally:
-                if not named:
-                    self._close_later(session.aclose())
+            async for event in session.events(turn):
+                yield to_sse(event)
 
-        return StreamingResponse(
-            stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        return HeldStreamingResponse(
+            stream(), held.close, "text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
     async def socket(self, websocket: WebSocket) -> None:
@@ -139,13 +147,22 @@ class AgentEndpoints:
         # the browser offer its sentinel (the token rides beside it), so that one is selected.
         offered = websocket.scope.get("subprotocols", [])
         await websocket.accept(subprotocol=BEARER_SUBPROTOCOL if BEARER_SUBPROTOCOL in offered else None)
-        if self._sockets >= MAX_SOCKETS:
-            error = OverloadedError(
-                f"all {MAX_SOCKETS} agent sessions are in use; retry later", code="too_many_sessions"
-            )
-            await _refuse(websocket, error, WS_TRY_AGAIN_LATER)
-            return
-        self._sockets += 1
+        try:
+            if self._sockets >= MAX_SOCKETS:
+                raise OverloadedError(
+                    f"all {MAX_SOCKETS} agent sessions are in use; retry later", code="too_many_sessions"
+                )
+            with self.agent.speaker.admitted("ws"):  # a session of the TTS server, within its limit
+                self._sockets += 1
+                try:
+                    await self._serve(websocket)
+                finally:
+                    self._sockets -= 1
+        except OverloadedError as exc:
+            await _refuse(websocket, exc, route_of(exc).ws_close or WS_TRY_AGAIN_LATER)
+
+    async def _serve(self, websocket: WebSocket) -> None:
+        """The accepted, admitted browser session until it leaves or idles out."""
         session = self.agent.open_session()
         lock = asyncio.Lock()
         forwarder: asyncio.Task[None] | None = None
@@ -201,7 +218,6 @@ class AgentEndpoints:
         except (WebSocketDisconnect, WebSocketDisconnected):
             logger.info("agent session %s: the browser left", session.id)
         finally:
-            self._sockets -= 1
             if forwarder is not None:
                 forwarder.cancel()
             self._close_later(session.aclose())
@@ -240,8 +256,9 @@ async def _refuse(websocket: WebSocket, error: KoeError, code: int) -> None:
         pass  # already gone: nothing left to tell it
 
 
-def create_agent_app(agent: VoiceAgent) -> Starlette:
-    """``koe agent``: the agent alone (TTS remote), on AgentCore's paths and under ``/agent`` for the page."""
+def create_agent_app(agent: VoiceAgent, middleware: Sequence[Middleware] = ()) -> Starlette:
+    """``koe agent``: the agent alone (TTS remote), on AgentCore's paths and under ``/agent`` for the page;
+    ``middleware`` wraps it (the CLI's origin check)."""
     endpoints = AgentEndpoints(agent)
 
     @asynccontextmanager
@@ -252,9 +269,10 @@ def create_agent_app(agent: VoiceAgent) -> Starlette:
             await endpoints.aclose()
 
     return Starlette(
-        routes=[*endpoints.routes(), Mount("/agent", routes=endpoints.routes()), page()],
+        routes=[*endpoints.routes(), Mount("/agent", routes=endpoints.routes()), *page()],
         lifespan=lifespan,
         exception_handlers={KoeError: _error_response, Exception: _internal_error},
+        middleware=list(middleware),
     )
 
 
@@ -263,7 +281,7 @@ async def _error_response(request: Request, exc: Exception) -> Response:
     error = cast(KoeError, exc)
     logger.info("%s %s: %s: %s", request.method, request.url.path, error.code, error.message)
     status = route_of(error).http_status
-    return JSONResponse(error_body(error), status_code=status, headers=retry_after_header(error))
+    return JSONResponse(error_body(error), status_code=status, headers=response_headers(error))
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

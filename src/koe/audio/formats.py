@@ -5,6 +5,7 @@ Pure and cheap: the server validates request fields with these before any audio 
 
 from __future__ import annotations
 
+import reprlib
 from enum import StrEnum
 
 from koe.errors import ConfigError
@@ -70,7 +71,9 @@ def check_sample_rate(fmt: AudioFormat, sample_rate: int) -> int:
     valid = OPUS_SAMPLE_RATES if fmt is AudioFormat.OPUS else SUPPORTED_SAMPLE_RATES
     if sample_rate not in valid:
         listed = ", ".join(str(rate) for rate in valid)
-        raise ConfigError(f"sample_rate for {fmt.value} must be one of {listed} Hz; got {sample_rate!r}")
+        raise ConfigError(
+            f"sample_rate for {fmt.value} must be one of {listed} Hz; got {reprlib.repr(sample_rate)}"
+        )
     return sample_rate
 
 

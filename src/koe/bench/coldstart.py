@@ -435,7 +435,7 @@ def table(scenario: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple
         f'a fresh process each, medians of {scenario["repeats"]}; "{scenario["sentence"]}"; goal: koe within '
         f"{TARGET_RATIO:g}× of kokoro-onnx; `_without_torch`: torch made unimportable, as in the CPU image",
     ]
-    title = "8 · cold start: `koe say`, `koe serve` → /ping 200, kokoro-onnx's own load-and-speak"
+    title = "9 · cold start: `koe say`, `koe serve` → /ping 200, kokoro-onnx's own load-and-speak"
     return title, ("process", "wall s", "× kokoro-onnx", "peak RSS MB"), rows, notes
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from koe.errors import KoeError
 _stderr = Console(stderr=True)
 #: Piped output gets wide tables rather than 80 columns of wrapped cells.
 _PIPED_WIDTH = 120
+#: Scenarios that ``koe bench --only`` runs alone, each writing a report of its own.
+ALONE = ("reading", "languages", "first-audio")
 
 
 def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,10 +37,17 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("--ttfa-threshold", type=float, help="capacity: most s from first sentence to audio")
     parser.add_argument(
+        "--engine",
+        choices=["onnx", "torch"],
+        default="onnx",
+        help="torch: only the PyTorch engine's capacity ladder, batching on and off (docs/deploy.md)",
+    )
+    parser.add_argument("--device", help="with --engine torch: cpu, cuda or cuda:N (default cuda)")
+    parser.add_argument(
         "--only",
-        choices=["languages", "first-audio"],
-        help="one scenario alone (languages: streamed ja/es answers vs en; first-audio: whole and streamed "
-        "texts against the peer servers)",
+        choices=ALONE,
+        help="one scenario alone: reading (the LLM-English corpus, heard by ASR), languages (streamed ja/es"
+        " answers vs en), first-audio (whole and streamed texts against the peer servers)",
     )
     parser.add_argument(
         "--peer-python",
@@ -49,10 +59,16 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def _run_bench(args: argparse.Namespace) -> int:
+    if args.engine == "torch":
+        if args.only is not None:
+            raise KoeError("--only goes with the ONNX benchmark; --engine torch runs its own ladder")
+        return _run_gpu_bench(args)
+    if args.device is not None:
+        raise KoeError("--device goes with --engine torch (the ONNX benchmark runs on the CPU)")
     from koe.agent.replay import ReplayPace
     from koe.bench import report
     from koe.bench.config import BenchConfig
-    from koe.bench.run import run
+    from koe.bench.run import require_extras, run
 
     pace = None
     if args.tokens_per_s is not None or args.first_token_delay is not None:
@@ -70,14 +86,45 @@ def _run_bench(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         ttfa_threshold_s=args.ttfa_threshold,
         peer_python=args.peer_python,
+        only=args.only,
     )
-    if args.only == "languages":
+    if config.only == "languages":
         return _run_languages(config)
-    if args.only == "first-audio":
+    command = " ".join(["koe", *sys.argv[1:]])
+    console = _console()
+    if config.only == "reading":
+        from koe.bench.reading import run_alone
+
+        require_extras()
+        alone = run_alone(config, command)
+        _stderr.print("wrote " + ", ".join(str(p) for p in report.write_reading(alone, config.out).values()))
+        report.print_sections([report.reading_section(alone["reading"])], console)
+        return 0
+    if config.only == "first-audio":
         return _run_first_audio(config)
-    results, traces = run(config, " ".join(["koe", *sys.argv[1:]]))
+    results, traces = run(config, command)
     paths = report.write(results, traces, config.out)
-    report.print_tables(results, Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH))
+    report.print_tables(results, console)
+    _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _run_gpu_bench(args: argparse.Namespace) -> int:
+    from koe.bench import gpu
+
+    config = gpu.GpuBenchConfig.for_run(
+        args.out, args.device or "cuda", quick=args.quick, max_sessions=args.max_sessions
+    )
+    if args.ttfa_threshold is not None:
+        config = replace(config, threshold_s=args.ttfa_threshold)
+    speech, settings = gpu.load(config)
+    report = gpu.run(config, speech, settings, " ".join(["koe", *sys.argv[1:]]))
+    paths = gpu.write(report, config.out)
+    for mode, result in report["modes"].items():
+        _stderr.print(
+            f"{mode}: {result['max_sessions_ok'] or 0} sessions within {config.threshold_s * 1000:.0f} ms, "
+            f"{result['audio_per_wall_s_at_max_ok'] or 0:.1f} audio-s/s there"
+        )
     _stderr.print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
@@ -91,8 +138,7 @@ def _run_languages(config: Any) -> int:
     config.out.mkdir(parents=True, exist_ok=True)
     path = config.out / languages.JSON_NAME
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    console = Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
-    report.print_sections([report.Section(*languages.table(results["languages"]))], console)
+    report.print_sections([report.Section(*languages.table(results["languages"]))], _console())
     _stderr.print(f"wrote {path}")
     return 0
 
@@ -106,10 +152,13 @@ def _run_first_audio(config: Any) -> int:
     config.out.mkdir(parents=True, exist_ok=True)
     path = config.out / firstaudio.JSON_NAME
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    console = Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
-    report.print_sections([report.Section(*firstaudio.table(results))], console)
+    report.print_sections([report.Section(*firstaudio.table(results))], _console())
     _stderr.print(f"wrote {path}")
     return 0
+
+
+def _console() -> Console:
+    return Console() if sys.stdout.isatty() else Console(width=_PIPED_WIDTH)
 
 
 def register_soak(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -118,6 +167,9 @@ def register_soak(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     )
     parser.add_argument("--minutes", type=float, default=10.0, help="how long the clients run (default 10)")
     parser.add_argument("--clients", type=int, default=3, help="concurrent clients (default 3)")
+    parser.add_argument(
+        "--hostile", type=int, default=0, help="concurrent hostile clients besides them (default 0)"
+    )
     parser.add_argument("--url", help="a running koe server (default: start `koe serve` as a subprocess)")
     parser.add_argument("--pid", type=int, help="the process id of the server at --url, for its memory")
     parser.add_argument("-o", "--out", type=Path, help="also write the report as JSON here")
@@ -128,14 +180,30 @@ def _run_soak(args: argparse.Namespace) -> int:
     import asyncio
     from contextlib import nullcontext
 
+    from koe.bench.hostile import SERVER_ENV
     from koe.bench.soak import rss_bytes, server_process, soak
 
     if (args.url is None) != (args.pid is None):
         raise KoeError("--url and --pid go together (the server's memory is read from its pid)")
-    with server_process() if args.url is None else nullcontext((args.url, args.pid)) as (url, pid):
-        _stderr.print(f"soaking {url} (pid {pid}) for {args.minutes:g} min with {args.clients} clients")
-        report = asyncio.run(soak(url, args.minutes * 60, lambda: rss_bytes(pid), clients=args.clients))
+    # hostile clients are paced for short deadlines: a server started here gets them (one at --url must
+    # have been started with them)
+    env = SERVER_ENV if args.hostile else {}
+    with server_process(env) if args.url is None else nullcontext((args.url, args.pid)) as (url, pid):
+        _stderr.print(
+            f"soaking {url} (pid {pid}) for {args.minutes:g} min with {args.clients} clients and "
+            f"{args.hostile} hostile ones"
+        )
+        report = asyncio.run(
+            soak(
+                url,
+                args.minutes * 60,
+                lambda: rss_bytes(pid),
+                clients=args.clients,
+                hostile=args.hostile,
+                server_env=env,
+            )
+        )
     print(report.summary())
     if args.out is not None:
         args.out.write_text(report.to_json())
-    return 0 if not report.server_errors and not report.client_failures else 1
+    return 0 if report.passed else 1

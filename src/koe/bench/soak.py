@@ -3,8 +3,10 @@
 A server that runs for weeks must not grow: after a warm-up (allocator arenas, caches, the cost model
 settling) its RSS should stay flat while sessions come and go. Each client loops over the ways koe is used:
 a WebSocket turn heard to its end, a turn barged in on (``cancel``), a client that vanishes mid-turn, a
-SageMaker ``/invocations`` request and an OpenAI ``/v1/audio/speech`` request. ``koe soak`` starts the
-server as a subprocess (or takes ``--url``/``--pid``); the test suite runs a short soak in-process.
+SageMaker ``/invocations`` request and an OpenAI ``/v1/audio/speech`` request. Hostile clients
+(:mod:`koe.bench.hostile`) loop over attacks meanwhile, each expecting its documented refusal. ``koe soak``
+starts the server as a subprocess (or takes ``--url``/``--pid``); the test suite runs a short soak
+in-process.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import ClientConnection, connect
 
+from koe.bench.hostile import HOSTILE_ACTIONS, Action
 from koe.bench.target import wait_ready
 from koe.errors import UpstreamError
 from koe.server.background import LOOPBACK
@@ -39,6 +42,8 @@ _LONG = "This answer goes on for a while. It has a second sentence. And a third 
 _ACTION_TIMEOUT_S = 60.0
 #: Samples taken around a moment and reduced to their median, so one transient spike does not decide.
 _SAMPLES_PER_POINT = 3
+#: Codes that mean the server failed rather than refused: never expected, whatever the clients do.
+INTERNAL_CODES = frozenset({"internal_error", "asset_error"})
 
 
 def rss_bytes(pid: int | None = None) -> int:
@@ -54,6 +59,8 @@ class SoakReport:
     duration_s: float
     warmup_s: float
     clients: int
+    hostile_clients: int = 0
+    server_env: dict[str, str] = field(default_factory=dict)  # what the soaked server was started with
     actions: dict[str, int] = field(default_factory=dict)
     client_failures: dict[str, int] = field(default_factory=dict)
     server_errors: dict[str, float] = field(default_factory=dict)
@@ -66,18 +73,31 @@ class SoakReport:
     def growth_pct(self) -> float:
         return (self.rss_end_mb / self.rss_warm_mb - 1) * 100 if self.rss_warm_mb else 0.0
 
+    @property
+    def internal_errors(self) -> float:
+        return sum(count for code, count in self.server_errors.items() if code in INTERNAL_CODES)
+
+    @property
+    def passed(self) -> bool:
+        """No client failed and the server never failed; with no hostile client, it refused nothing."""
+        refused_nothing = self.hostile_clients > 0 or not self.server_errors
+        return not self.client_failures and not self.internal_errors and refused_nothing
+
     def summary(self) -> str:
         return (
             f"{sum(self.actions.values())} actions in {self.duration_s / 60:.1f} min with {self.clients} "
-            f"clients ({', '.join(f'{k} {v}' for k, v in sorted(self.actions.items()))}); "
+            f"clients and {self.hostile_clients} hostile ones "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(self.actions.items()))}); "
             f"RSS {self.rss_warm_mb:.0f} MB after {self.warmup_s:.0f} s warm-up, {self.rss_end_mb:.0f} MB at "
             f"the end ({self.growth_pct:+.1f} %), peak {self.rss_peak_mb:.0f} MB; "
-            f"server errors {sum(self.server_errors.values()):.0f} {self.server_errors or ''}; "
+            f"server errors {sum(self.server_errors.values()):.0f} {self.server_errors or ''} "
+            f"(internal {self.internal_errors:.0f}); "
             f"client failures {sum(self.client_failures.values())} {self.client_failures or ''}"
         )
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "growth_pct": round(self.growth_pct, 2)}, indent=2)
+        derived = {"growth_pct": round(self.growth_pct, 2), "internal_errors": self.internal_errors}
+        return json.dumps({**asdict(self), **derived, "passed": self.passed}, indent=2)
 
 
 # --- client actions --------------------------------------------------------------------------------------
@@ -148,7 +168,6 @@ async def openai(base: str, http: httpx.AsyncClient) -> None:
         raise UpstreamError(f"/v1/audio/speech answered {response.status_code}: {response.text[:200]}")
 
 
-Action = Callable[[str, httpx.AsyncClient], Awaitable[None]]
 ACTIONS: tuple[Action, ...] = (ws_heard, ws_barge_in, sagemaker, ws_vanish, openai)
 
 
@@ -172,24 +191,35 @@ async def soak(
     rss: Callable[[], int],
     *,
     clients: int = 3,
+    hostile: int = 0,
     warmup_s: float | None = None,
     sample_every_s: float = 5.0,
+    server_env: dict[str, str] | None = None,
 ) -> SoakReport:
-    """Run ``clients`` looping clients against ``base_url`` for ``duration_s``, sampling ``rss()``.
+    """Run ``clients`` looping clients (and ``hostile`` attackers) against ``base_url`` for ``duration_s``,
+    sampling ``rss()``.
 
     Args:
         base_url: the server, e.g. ``http://127.0.0.1:8080``.
         duration_s: how long the clients run.
         rss: the server's resident memory in bytes (another process's, or this one's when in-process).
         clients: concurrent clients (keep within the server's ``max_sessions``).
+        hostile: concurrent hostile clients, each looping over :data:`HOSTILE_ACTIONS`.
         warmup_s: where growth is measured from (default: a fifth of the run).
         sample_every_s: RSS sampling period.
+        server_env: recorded in the report (the deadlines the hostile actions expect).
 
     Client failures (an action that raised or hung) are counted, never raised; server errors are the
     increase of ``koe_errors_total`` over the run.
     """
     warmup = duration_s / 5 if warmup_s is None else warmup_s
-    report = SoakReport(duration_s=duration_s, warmup_s=warmup, clients=clients)
+    report = SoakReport(
+        duration_s=duration_s,
+        warmup_s=warmup,
+        clients=clients,
+        hostile_clients=hostile,
+        server_env=dict(server_env or {}),
+    )
     actions: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     started = time.monotonic()
@@ -197,11 +227,11 @@ async def soak(
     async with httpx.AsyncClient(timeout=_ACTION_TIMEOUT_S) as http:
         errors_before = errors_by_code((await http.get(base_url + "/metrics")).text)
 
-        async def client(offset: int) -> None:
+        async def client(offset: int, actions_: tuple[Action, ...]) -> None:
             for n in itertools.count(offset):
                 if time.monotonic() >= deadline:
                     return
-                action = ACTIONS[n % len(ACTIONS)]
+                action = actions_[n % len(actions_)]
                 try:
                     async with asyncio.timeout(_ACTION_TIMEOUT_S):
                         await action(base_url, http)
@@ -217,7 +247,9 @@ async def soak(
         async with asyncio.TaskGroup() as tg:
             tg.create_task(sampler())
             for offset in range(clients):
-                tg.create_task(client(offset))
+                tg.create_task(client(offset, ACTIONS))
+            for offset in range(hostile):  # spread over the attacks, so each runs early in the soak
+                tg.create_task(client(offset * len(HOSTILE_ACTIONS) // max(1, hostile), HOSTILE_ACTIONS))
         await asyncio.sleep(1.0)  # let vanished sessions finish ending before the last sample
         report.rss_mb.append((round(time.monotonic() - started, 1), rss() / 2**20))
         errors_after = errors_by_code((await http.get(base_url + "/metrics")).text)

@@ -46,6 +46,19 @@ class Capabilities:
 
 
 @dataclass(frozen=True, slots=True)
+class Utterance:
+    """One request's result from :meth:`Engine.synthesize_batch`: its audio and, where the backend times
+    its tokens (``capabilities.word_timings``), its timing; empty audio when it was cancelled."""
+
+    audio: Audio
+    timing: SegmentTiming | None = None
+
+
+#: Polled with an index into the batch; True means the caller no longer wants that request.
+CancelCheck = Callable[[int], bool]
+
+
+@dataclass(frozen=True, slots=True)
 class AudioChunk:
     """Samples ``[start, start + len(audio))`` of the utterance's audio (24 kHz float32)."""
 
@@ -86,14 +99,20 @@ class Engine(Protocol):
     name: str
     sample_rate: int
     capabilities: Capabilities
+    #: what runs, for logs and reports: the backend, its device and which weights ("dequantized int8"...)
+    description: str
 
     def synthesize(self, request: SynthesisRequest) -> Audio:
         """Synthesize one utterance. Raises ``SynthesisError`` for phonemes the model cannot take."""
         ...
 
-    def synthesize_batch(self, requests: Sequence[SynthesisRequest]) -> list[Audio]:
-        """Synthesize several utterances, each as :meth:`synthesize` would; in one pass where
-        ``capabilities.max_batch`` allows."""
+    def synthesize_batch(
+        self, requests: Sequence[SynthesisRequest], is_cancelled: CancelCheck | None = None
+    ) -> list[Utterance]:
+        """Synthesize several utterances, each as :meth:`synthesize` would (with its timing where the
+        backend has one); in shared passes where ``capabilities.max_batch`` allows. ``is_cancelled(i)``
+        is polled between passes: a cancelled request's audio comes back empty. Raises ``SynthesisError``
+        when any request fails: a batch fails as a whole (callers isolate the culprit by retrying alone)."""
         ...
 
     def prepare(self, style: StyleTable) -> None:
@@ -154,3 +173,17 @@ class WholeStream:
         if not audio.size:
             raise StopIteration
         return AudioChunk(np.ascontiguousarray(audio, dtype=np.float32), 0)
+
+
+def drain(stream: UtteranceStream) -> Utterance:
+    """A whole utterance from its stream: the timing it starts with (if any) and all of its audio — how a
+    backend that cannot share passes answers :meth:`Engine.synthesize_batch`."""
+    timing: SegmentTiming | None = None
+    chunks: list[Audio] = []
+    for event in stream:
+        if isinstance(event, SegmentTiming):
+            timing = event
+        else:
+            chunks.append(event.audio)
+    audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+    return Utterance(audio, timing)

@@ -16,11 +16,14 @@ ENGINES = ("onnx", "torch")
 
 @dataclass(frozen=True, slots=True)
 class EngineOptions:
-    """How to run the backend: ``threads`` per session (ONNX Runtime) or process-wide (torch)."""
+    """How to run the backend: ``threads`` per session (ONNX Runtime) or process-wide (torch);
+    ``device`` and ``max_batch`` (utterances per pass) for torch."""
 
     kind: str = "onnx"
     threads: int | None = None
     graph_optimization: str = "all"  # ONNX Runtime's level: "basic" | "extended" | "all"
+    device: str | None = None  # torch: "cpu", "cuda", "cuda:N"; None picks CUDA when there is one
+    max_batch: int | None = None  # torch: None keeps the engine's default
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINES:
@@ -31,19 +34,21 @@ def load_engine(options: EngineOptions, source: ModelSource) -> Engine:
     """Load the chosen backend from ``source`` (verified, never fetched).
 
     Raises:
-        AssetError: weights missing or not the expected files. ConfigError: the backend's extra is missing.
+        AssetError: weights missing or not the expected files. ConfigError: the backend's extra is missing,
+            or a device that is not there (CUDA without CUDA).
     """
     if options.kind == "torch":
         try:
-            from koe.engine.torch import TorchEngine, TorchOptions, default_weights_path
+            from koe.engine.kmodel.checkpoint import LOCAL, Weights, installed_weights
+            from koe.engine.torch import DEFAULT_MAX_BATCH, TorchEngine, TorchOptions
         except ModuleNotFoundError as exc:
             raise ConfigError(
                 f"the torch engine needs {exc.name}: install the GPU extra (docs/deploy.md)",
                 code="missing_extra",
             ) from exc
-        return TorchEngine.load(
-            source.model_path or default_weights_path(), TorchOptions(threads=options.threads)
-        )
+        weights = Weights(source.model_path, LOCAL) if source.model_path else installed_weights()
+        torch_options = TorchOptions(options.device, options.max_batch or DEFAULT_MAX_BATCH, options.threads)
+        return TorchEngine.load(weights, torch_options)
     from koe.engine.onnx.engine import OnnxEngine, OnnxOptions
 
     return OnnxEngine(

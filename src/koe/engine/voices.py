@@ -8,9 +8,10 @@ A voice's first letter is its language (:mod:`koe.languages`); a blend mixes voi
 
 from __future__ import annotations
 
+import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from koe.engine.assets import VOICE_SUFFIX, pinned_voice_hashes, verify
 from koe.errors import AssetError, VoiceError
 from koe.languages import DEFAULT, Language, of_voice
 from koe.types import StyleTable
+
+logger = logging.getLogger(__name__)
 
 #: Rows × style width of every Kokoro voice table.
 STYLE_ROWS, STYLE_WIDTH = 510, 256
@@ -74,6 +77,20 @@ def language_of(name: str) -> Language:
     return of_voice(name) or DEFAULT
 
 
+def _read_table(directory: Path, name: str, pinned: str | None) -> StyleTable:
+    """One voice's style table from ``<directory>/<name>.bin``, verified against ``pinned`` if given."""
+    path = directory / f"{name}{VOICE_SUFFIX}"
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise AssetError(f"voice {name} is missing at {path}: run `koe install`") from exc
+    if pinned is not None:
+        verify(data, pinned, f"voice {name} ({path})")
+    if len(data) != _VOICE_BYTES:
+        raise AssetError(f"voice {path} has {len(data)} bytes; a Kokoro voice has {_VOICE_BYTES}")
+    return np.frombuffer(data, dtype="<f4").reshape(STYLE_ROWS, 1, STYLE_WIDTH).copy()
+
+
 def describe(name: str) -> VoiceInfo:
     language = language_of(name)
     return VoiceInfo(name, language.code, language.name, _GENDER_BY_LETTER.get(name[1:2], "unknown"))
@@ -113,37 +130,52 @@ def parse_blend(spec: str) -> list[tuple[str, float]]:
 
 
 class VoiceBank:
-    """Loaded style tables by name; resolves specs (names and blends) to one table."""
+    """Loaded style tables by name; resolves specs (names and blends) to one table.
 
-    def __init__(self, tables: Mapping[str, StyleTable]) -> None:
+    ``unavailable``: voices that were asked for but could not be loaded (a corrupt or missing file); a
+    spec naming one is refused with that reason rather than as unknown.
+    """
+
+    def __init__(self, tables: Mapping[str, StyleTable], unavailable: Iterable[str] = ()) -> None:
         if not tables:
             raise AssetError("no voices loaded")
         self._tables = dict(tables)
+        self.unavailable = tuple(sorted(unavailable))
         self._blends: dict[str, StyleTable] = {}
 
     @classmethod
-    def load(cls, directory: Path, names: tuple[str, ...] | None = None) -> VoiceBank:
-        """Load ``<name>.bin`` files (510×256 float32); voices koe pins a hash for are verified."""
+    def load(
+        cls, directory: Path, names: tuple[str, ...] | None = None, required: Iterable[str] = ()
+    ) -> VoiceBank:
+        """Load ``<name>.bin`` files (510×256 float32); voices koe pins a hash for are verified.
+
+        A voice that fails to load is left out and logged, so one corrupt file does not take every other
+        voice down with it — unless it is ``required`` (the default voice), or no voice loads at all.
+
+        Raises:
+            AssetError: a required voice, or every voice, failed to load.
+        """
         pinned = pinned_voice_hashes()
         if names is None:
             names = tuple(
                 sorted(p.name.removesuffix(VOICE_SUFFIX) for p in directory.glob(f"*{VOICE_SUFFIX}"))
             )
         tables: dict[str, StyleTable] = {}
+        failed: dict[str, str] = {}
         for name in names:
             if not _NAME.fullmatch(name):
                 continue  # not a voice (a stray file); names outside the pattern are unreachable
-            path = directory / f"{name}{VOICE_SUFFIX}"
             try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise AssetError(f"voice {name} is missing at {path}: run `koe install`") from exc
-            if name in pinned:
-                verify(data, pinned[name], f"voice {name} ({path})")
-            if len(data) != _VOICE_BYTES:
-                raise AssetError(f"voice {path} has {len(data)} bytes; a Kokoro voice has {_VOICE_BYTES}")
-            tables[name] = np.frombuffer(data, dtype="<f4").reshape(STYLE_ROWS, 1, STYLE_WIDTH).copy()
-        return cls(tables)
+                tables[name] = _read_table(directory, name, pinned.get(name))
+            except AssetError as exc:
+                if name in required:
+                    raise
+                logger.error("voice %s is not served: %s", name, exc.message)
+                failed[name] = exc.message
+        if not tables and failed:
+            first = next(iter(failed.values()))
+            raise AssetError(f"no voice could be loaded ({len(failed)} failed), the first: {first}")
+        return cls(tables, failed)
 
     def names(self) -> list[str]:
         return sorted(self._tables)
@@ -167,6 +199,11 @@ class VoiceBank:
                 raise self._unknown(spec.strip()) from None  # a name, just not one of ours
             raise
         unknown = [name for name, _ in components if name not in self._tables]
+        if unknown and unknown[0] in self.unavailable:
+            raise VoiceError(
+                f"voice {unknown[0]} is unavailable on this server: its file failed to load (the server's "
+                f"log says why); valid voices: {', '.join(self.names())}"
+            )
         if unknown:
             raise self._unknown(unknown[0])
         if len(components) == 1:

@@ -4,16 +4,19 @@ A :class:`SegmentJob` is what the scheduler runs for a segment. Each :meth:`Segm
 :class:`Part`: whole, the first step is the whole segment; windowed, every step is bounded (G2P and stage
 A with the leading silence, then one vocoder window), so the caller can queue each as its own job by
 deadline. Whether a segment is windowed was decided once, where its stream was opened
-(:meth:`koe.pipeline.synthesizer.Synthesizer.stream`).
+(:meth:`koe.pipeline.synthesizer.Synthesizer.stream`). A whole segment can instead share one engine call
+with segments of other sessions: :meth:`SegmentJob.prepare` then :meth:`SegmentJob.finish`
+(:mod:`koe.pipeline.batch`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from koe.engine.base import BufferedAudio
+from koe.engine.base import BufferedAudio, SynthesisRequest, Utterance
 from koe.engine.timing import WordTiming
 from koe.pipeline.speech import Speech
 from koe.pipeline.voice import Voice
@@ -82,6 +85,7 @@ class SegmentJob:
         self.timings: tuple[WordTiming, ...] = ()
         self._produced = 0  # samples of the parts so far
         self._took_s = 0.0
+        self.requests: list[SynthesisRequest] = []  # after prepare(): the segment's engine requests
 
     def step(self) -> Part:
         """The segment's next part (blocking)."""
@@ -100,3 +104,15 @@ class SegmentJob:
     def next_cost_s(self) -> float:
         """Predicted seconds of work of the next step (after the first)."""
         return self._decode.next_cost_s()
+
+    def prepare(self) -> None:
+        """G2P of the whole segment (blocking), so that its engine requests can board a shared call."""
+        started = time.perf_counter()
+        self.requests = self._decode.requests()
+        self._took_s = time.perf_counter() - started
+
+    def finish(self, utterances: Sequence[Utterance], call_s: float) -> Part:
+        """The whole segment as one part, from the shared call's answers to :attr:`requests`."""
+        words, audio = self._decode.complete(utterances)
+        self._opened = True
+        return Part(self._segment, audio, self._took_s + call_s, written_words(self._segment, words))

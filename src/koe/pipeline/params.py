@@ -5,7 +5,7 @@ The server's sans-I/O protocol and request parsers use these, so they must not i
 
 from __future__ import annotations
 
-import math
+import reprlib
 
 from koe.errors import ConfigError
 from koe.languages import CODES, language
@@ -17,15 +17,17 @@ LANGS = CODES
 
 
 def validate_speed(speed: object) -> float:
-    """A finite speed in [MIN_SPEED, MAX_SPEED]; raises ``ConfigError`` naming the range otherwise."""
-    if isinstance(speed, bool) or not isinstance(speed, int | float) or not math.isfinite(speed):
-        raise ConfigError(f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}, got {speed!r}")
-    if not MIN_SPEED <= speed <= MAX_SPEED:
-        raise ConfigError(f"speed must be from {MIN_SPEED} to {MAX_SPEED}, got {speed}")
+    """A speed in [MIN_SPEED, MAX_SPEED]; raises ``ConfigError`` naming the range (and a bounded preview of
+    what came) otherwise."""
+    # compared before any conversion: a 400-digit integer compares exactly but overflows float(); NaN fails
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not MIN_SPEED <= speed <= MAX_SPEED:
+        raise ConfigError(
+            f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}, got {reprlib.repr(speed)}"
+        )
     return float(speed)
 
 
 def validate_lang(lang: object) -> str:
     """koe's code for ``lang`` (aliases such as ``en``, ``pt``, ``ja-JP`` folded); raises ``ConfigError``
-    listing the codes for anything else."""
+    listing the codes for anything else (and a bounded preview of what came)."""
     return language(lang).code

@@ -4,7 +4,9 @@ This is what the server's workers, the agent and ``koe say`` share. Loading take
 voices, a warm-up utterance) and only verifies what ``koe install`` fetched; everything after is
 thread-safe. Each language's G2P is built on its first use (:mod:`koe.g2p.registry`), except those
 :attr:`SpeechOptions.langs` names, which are built at load, in a thread beside the engine (docs/engine.md,
-"Cold start"). :class:`SegmentDecode` is the one place where a segment's phonemes go to the engine.
+"Cold start"). :class:`SegmentDecode` is the one place where a segment's phonemes go to the engine: step
+by step (:meth:`SegmentDecode.open`), or in two halves around an engine call shared with other segments
+(:meth:`SegmentDecode.requests`, :meth:`SegmentDecode.complete`; see :mod:`koe.pipeline.batch`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
@@ -24,7 +26,7 @@ import numpy as np
 
 from koe import __version__
 from koe.engine.assets import MODEL_SHA256, ModelSource, locate
-from koe.engine.base import AudioChunk, BufferedAudio, Engine, SynthesisRequest, UtteranceStream
+from koe.engine.base import BufferedAudio, Engine, SynthesisRequest, Utterance, UtteranceStream
 from koe.engine.registry import EngineOptions, load_engine
 from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
 from koe.engine.voices import AMERICAN, DEFAULT_VOICE, VOICES, VoiceBank
@@ -58,14 +60,25 @@ class SpeechOptions:
     model_dir: Path | None = None  # a local directory with one .onnx (.pth for torch) and voices
     download: bool = False  # the Hugging Face files `koe install --download` fetched
     voices: tuple[str, ...] = VOICES
+    required_voices: tuple[str, ...] = (DEFAULT_VOICE,)  # without these loading fails; others are optional
     warmup: bool = True
     langs: tuple[str, ...] = (AMERICAN,)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> SpeechOptions:
         """The one place settings become engine options (``overrides``: ``warmup``, ``voices``...)."""
-        engine = EngineOptions(kind=settings.engine, threads=settings.threads_per_worker)
-        options = cls(engine=engine, model_dir=settings.model_dir, download=settings.download)
+        engine = EngineOptions(
+            kind=settings.engine,
+            threads=settings.threads_per_worker,
+            device=settings.device,
+            max_batch=settings.batch_max_segments,
+        )
+        options = cls(
+            engine=engine,
+            model_dir=settings.model_dir,
+            download=settings.download,
+            required_voices=(settings.default_voice,),
+        )
         return replace(options, **overrides)
 
 
@@ -117,7 +130,7 @@ class Speech:
             engine = load_engine(options.engine, source)
             engine_s = time.perf_counter() - started
             names = None if options.model_dir is not None else options.voices
-            voices = VoiceBank.load(source.voices_dir, names)
+            voices = VoiceBank.load(source.voices_dir, names, options.required_voices)
             g2p_s = building.result()
         speech = cls(engine, voices, g2p, _identity(options, source))
         if options.warmup:
@@ -127,6 +140,10 @@ class Speech:
             time.perf_counter() - started, len(voices.names()), engine_s, g2p_s,
         )  # fmt: skip
         return speech
+
+    def with_engine(self, engine: Engine) -> Speech:
+        """The same voices and G2P in front of another engine (to compare backends on equal terms)."""
+        return Speech(engine, self.voices, self.g2p)
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
         """``spec`` resolved for a turn, its language's G2P starting to build if it is not yet.
@@ -224,10 +241,27 @@ def _identity(options: SpeechOptions, source: ModelSource) -> str:
     )  # fmt: skip
 
 
+class _Words:
+    """A segment's timed words, piece after piece: each piece's words shifted by the pieces before it."""
+
+    def __init__(self) -> None:
+        self.timed: list[WordTiming] = []
+        self._samples = 0
+
+    def add(self, piece: PhonemePiece, timing: SegmentTiming, kept: Trim) -> None:
+        """The piece's words, its audio kept as ``kept`` says (its silent edges trimmed)."""
+        offset_s = self._samples / SAMPLE_RATE - kept.start_s
+        self.timed += (
+            WordTiming(w.text_start, w.text_end, w.start_s + offset_s, w.end_s + offset_s)
+            for w in timing.words(piece.words)
+        )
+        self._samples += kept.samples
+
+
 @dataclass(slots=True)
 class _Piece:
     stream: UtteranceStream
-    pending: deque[AudioChunk]  # audio its stream produced while being opened (engines without timing)
+    pending: deque[Audio]  # audio its stream produced while it was being opened (engines without timing)
     trim: Trim | None  # what of it is kept at the joins (None: the engine gives no timing to tell)
     position: int = 0  # samples of the stream's audio seen so far
 
@@ -264,6 +298,7 @@ class SegmentDecode:
         self._buffered_s = buffered_s
         self._cancel = cancel
         self._pieces: deque[_Piece] | None = None
+        self._planned: list[PhonemePiece] = []
 
     @property
     def done(self) -> bool:
@@ -279,30 +314,51 @@ class SegmentDecode:
         engine gives no timings)."""
         engine = self._speech.engine
         self._pieces = deque()
-        words: list[WordTiming] = []
-        samples = 0
+        words = _Words()
         for piece in self._speech.phonemize_words(self._text, self._voice.lang):
-            request = SynthesisRequest(piece.phonemes, self._voice.style, self._voice.speed)
             stream = engine.stream(
-                request, windowed=self._windowed, buffered_s=self._buffered_s, cancel=self._cancel
+                self._request(piece),
+                windowed=self._windowed,
+                buffered_s=self._buffered_s,
+                cancel=self._cancel,
             )
             first = next(stream, None)
             if first is None:  # nothing the model can say, or cancelled
                 continue
-            pending: deque[AudioChunk] = deque()
+            pending: deque[Audio] = deque()
             kept: Trim | None = None
             if isinstance(first, SegmentTiming):
                 kept = trim(first)
-                offset_s = samples / SAMPLE_RATE - kept.start_s
-                words += (
-                    WordTiming(w.text_start, w.text_end, w.start_s + offset_s, w.end_s + offset_s)
-                    for w in first.words(piece.words)
-                )
-                samples += kept.samples
+                words.add(piece, first, kept)
             else:
-                pending.append(first)
+                pending.append(first.audio)
             self._pieces.append(_Piece(stream, pending, kept))
-        return words
+        return words.timed
+
+    def requests(self) -> list[SynthesisRequest]:
+        """G2P only: the engine requests of the whole segment (one per phoneme piece), for an engine call
+        shared with other segments; :meth:`complete` takes that call's results."""
+        self._planned = self._speech.phonemize_words(self._text, self._voice.lang)
+        return [self._request(piece) for piece in self._planned]
+
+    def complete(self, utterances: Sequence[Utterance]) -> tuple[list[WordTiming], Audio]:
+        """The segment's words and audio from the engine's answers to :meth:`requests`, in their order."""
+        self._pieces = deque()  # decoded: nothing is left to step through
+        words = _Words()
+        parts: list[Audio] = []
+        for piece, utterance in zip(self._planned, utterances, strict=True):
+            audio = utterance.audio
+            if utterance.timing is not None:
+                kept = trim(utterance.timing)
+                words.add(piece, utterance.timing, kept)
+                audio = kept.apply(audio, 0)
+            if audio.size:
+                parts.append(audio)
+        audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+        return words.timed, audio
+
+    def _request(self, piece: PhonemePiece) -> SynthesisRequest:
+        return SynthesisRequest(piece.phonemes, self._voice.style, self._voice.speed)
 
     def next_audio(self) -> Audio:
         """The next audio (blocking): the rest of the segment, or with ``windowed`` one step of it; empty
@@ -311,7 +367,10 @@ class SegmentDecode:
         parts: list[Audio] = []
         while self._pieces and not (self._windowed and parts):
             head = self._pieces[0]
-            event = head.pending.popleft() if head.pending else next(head.stream, None)
+            if head.pending:
+                parts.append(head.pending.popleft())
+                continue
+            event = next(head.stream, None)
             if event is None:  # the piece is spoken, or cancelled
                 self._pieces.popleft()
             elif not isinstance(event, SegmentTiming):  # a piece's timing is its first event only

@@ -31,6 +31,7 @@ from koe.pipeline.listener import Listener, Progress
 from koe.pipeline.speech import Speech
 from koe.pipeline.voice import Voice
 from koe.pipeline.words import written_words
+from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.text.languages.lookup import rules_for
@@ -46,6 +47,9 @@ _WORD = re.compile(r"\S*\s*")
 MIN_HINT_CHARS = 40
 #: The buffered text is compacted once this much of it has been fed (keeps appends O(1) amortized).
 _COMPACT_AT_CHARS = 4096
+#: Text fed to the segmenter in one go before the event loop gets a turn: segmenting runs on the loop,
+#: and a long text with nothing to cut in it (a code block, a page of symbols) must not hold it.
+FEED_SLICE_CHARS = 1000
 
 
 def own_chars(english_chars: int, weight: float) -> int:
@@ -86,6 +90,7 @@ class SegmentStream:
             segmenter's own rules end them (a complete body, where nobody waits for the first one).
         cache: the server's segment cache: hits are replayed, whole decodes stored (a segment decoded in
             several windows is not).
+        batch: whole segments go to this batch group (:mod:`koe.pipeline.batch`) instead of one job each.
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class SegmentStream:
         windowed_first: bool = False,
         paced: bool = True,
         cache: SegmentCache | None = None,
+        batch: BatchGroup[SegmentJob, Part] | None = None,
     ) -> None:
         self._speech = speech
         self._scheduler = scheduler
@@ -113,6 +119,7 @@ class SegmentStream:
         self._windowed = windowed
         self._windowed_first = windowed or windowed_first
         self._paced = paced
+        self._batch = None if windowed else batch
         #: the cost model counts English characters; one of this language's is this many of them
         self._weight = rules_for(voice.lang).chars_per_char
         self._cache = cache if cache is not None and cache.enabled else None
@@ -123,9 +130,16 @@ class SegmentStream:
         self._finishing = False
         self._flushed = False
         self._admitted = False
+        self._sliced = False  # the segmenter stopped at FEED_SLICE_CHARS with text still to feed
         self._changed = asyncio.Event()
         #: monotonic time the first segment was cut: where time-to-first-audio starts
         self.first_cut_at: float | None = None
+
+    @property
+    def working(self) -> bool:
+        """Whether the listener is waiting on synthesis: segments cut, queued or running, or text still
+        being segmented; not when the turn waits for more text."""
+        return bool(self._in_flight or self._cut) or self._sliced
 
     def add(self, text: str) -> None:
         """More text of the turn (any size, any split)."""
@@ -140,7 +154,11 @@ class SegmentStream:
         self._changed.set()
 
     def start(self) -> None:
-        """Submit what can be submitted now, so that a refusal (``OverloadedError``) is raised here."""
+        """Pass admission control now (``OverloadedError`` when refused) and submit what can be submitted,
+        so that a refusal comes before anything is sent, however long the text takes to segment."""
+        if not self._admitted:
+            self._scheduler.admit()
+            self._admitted = True
         self._fill()
 
     async def next(self) -> Part | None:
@@ -161,6 +179,10 @@ class SegmentStream:
                     raise head.error
             elif self._flushed and not self._cut:
                 return None
+            if self._sliced:  # more text to segment: let the event loop run other work first
+                self._sliced = False
+                await asyncio.sleep(0)
+                continue
             self._changed.clear()
             await self._changed.wait()
 
@@ -235,13 +257,12 @@ class SegmentStream:
                 windowed=windowed,
                 buffered_s=self.listener.buffered_s if windowed else None,
             )
+            due = {"deadline": self.listener.deadline(progress), "cost_s": self._cost.synthesis_s(estimate)}
             try:
-                first = self._scheduler.submit(
-                    job.step,
-                    deadline=self.listener.deadline(progress),
-                    cost_s=self._cost.synthesis_s(estimate),
-                    admit=not self._admitted,
-                )
+                if self._batch is not None and not windowed:  # whole segments share engine calls
+                    first = self._scheduler.submit_batched(job, self._batch, **due, admit=not self._admitted)
+                else:
+                    first = self._scheduler.submit(job.step, **due, admit=not self._admitted)
             except BaseException:
                 self.listener.forget(progress)
                 raise
@@ -255,7 +276,7 @@ class SegmentStream:
     def _replay(self, segment: Segment, hit: CachedSegment) -> None:
         """A cached segment: ready now, with its words pointed at this turn's text as a synthesis's are."""
         if not self._admitted:  # the turn is admitted (or refused) as if its first job were queued
-            self._scheduler.check_admission()
+            self._scheduler.admit()
             self._admitted = True
         part = Part(segment, hit.audio.copy(), 0.0, written_words(segment, hit.timings), cached=True)
         item = _InFlight(None, self.listener.track(part.audio.size / SAMPLE_RATE), threading.Event())
@@ -280,7 +301,11 @@ class SegmentStream:
                     MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
                 )
                 self._segmenter.set_next_limit(own_chars(hint, self._weight))
+            slice_end = self._fed + FEED_SLICE_CHARS
             while not self._cut and self._fed < len(self._buffer):
+                if self._fed >= slice_end:
+                    self._sliced = True
+                    return None
                 word = _WORD.match(self._buffer, self._fed)
                 assert word is not None  # the pattern matches at least one character before the end
                 self._fed = word.end()

@@ -3,7 +3,8 @@
 One :class:`Synthesizer` per server. It is also the one place that decides whether a turn's segments are
 decoded in windows: when the server asks for it (``Settings.windowed`` for every segment,
 ``Settings.windowed_first`` for a turn's first), the engine can (``capabilities.windowed``), and the
-transport plays audio as it arrives (not a complete file).
+transport plays audio as it arrives (not a complete file). Segments that decode whole share engine calls
+across sessions when the server was given a batch group.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from koe.pipeline.cache import SegmentCache
+from koe.pipeline.job import Part, SegmentJob
 from koe.pipeline.listener import Listener
 from koe.pipeline.speaker import Observer, Speaker
 from koe.pipeline.speech import Speech
 from koe.pipeline.stream import SegmentStream
 from koe.pipeline.voice import Voice
+from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import Scheduler
 from koe.text.languages.lookup import segmenter_for
@@ -35,6 +38,8 @@ class Synthesizer:
         windowed_first: a streamed turn's first segment does (its first audio then comes after stage A and
             one window instead of the whole segment; docs/engine.md says what it costs in quality).
         cache: segments said before, shared by every turn (disabled unless given).
+        batch: whole segments of every turn share engine calls in this group (an engine that shares
+            passes; :func:`koe.pipeline.batch.segment_batches`); ``None``: one job per segment.
     """
 
     speech: Speech
@@ -45,6 +50,7 @@ class Synthesizer:
     windowed: bool = False
     windowed_first: bool = False
     cache: SegmentCache = field(default_factory=lambda: SegmentCache(0))
+    batch: BatchGroup[SegmentJob, Part] | None = None
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
         """Raises ``VoiceError`` or ``ConfigError`` for a bad voice, speed or accent."""
@@ -75,6 +81,7 @@ class Synthesizer:
             windowed_first=streamed and self.first_windowed,
             paced=not complete,
             cache=self.cache,
+            batch=self.batch,
         )
 
     def speaker(self, stream: SegmentStream, transport: str, *, started_at: float | None = None) -> Speaker:

@@ -14,7 +14,6 @@ The message says which forms of a key arrived, so a key sent in the wrong place 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 from collections.abc import Iterable, Iterator
 
@@ -27,6 +26,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDiscon
 
 from koe.errors import KoeError
 from koe.server.http import koe_error, runtime_of
+from koe.server.origin import is_loopback
 from koe.settings import Settings
 from koe.wire.errors import route_of
 from koe.wire.messages import Error, encode
@@ -158,18 +158,9 @@ def access_middleware(settings: Settings, open_paths: Iterable[str]) -> list[Mid
     return middleware
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
-
-
 def warn_if_exposed(settings: Settings) -> bool:
     """Warn when anyone on the network could use the server freely; returns whether it warned."""
-    if settings.api_key is not None or settings.allow_unauthenticated or _is_loopback(settings.host):
+    if settings.api_key is not None or settings.allow_unauthenticated or is_loopback(settings.host):
         return False
     logger.warning(
         "listening on %s without an API key: anyone who can reach this port may synthesize. Set KOE_API_KEY "

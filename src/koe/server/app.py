@@ -20,6 +20,7 @@ from starlette.websockets import WebSocket
 from koe.errors import KoeError
 from koe.server import deepgram, http
 from koe.server.access import HEALTH_PATHS, access_middleware, key_subprotocol
+from koe.server.origin import origin_middleware
 from koe.server.protocol import parse_query
 from koe.server.request_id import RequestIdMiddleware
 from koe.server.runtime import Runtime
@@ -125,7 +126,8 @@ def create_server_app(
         on_close: awaited on shutdown before the scheduler drains.
 
     With ``api_key`` set every other route needs the key; with ``cors_origins`` set, pages of those
-    origins may call the HTTP routes (:mod:`koe.server.access`).
+    origins may call the HTTP routes (:mod:`koe.server.access`). Pages of other sites and foreign Host
+    names are refused first (:mod:`koe.server.origin`).
     """
 
     @asynccontextmanager
@@ -144,6 +146,7 @@ def create_server_app(
         exception_handlers={KoeError: http.koe_error, Exception: http.internal_error},
         middleware=[
             Middleware(RequestIdMiddleware),  # outermost: refusals carry the id too
+            origin_middleware(runtime.settings),
             *access_middleware(runtime.settings, HEALTH_PATHS | frozenset(open_paths)),
         ],
     )

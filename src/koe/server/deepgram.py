@@ -105,12 +105,12 @@ async def speak(request: Request) -> Response:
     runtime.synthesizer()  # not ready: 503 before reading a body
     settings = runtime.settings
     parsed = parse_speak(
-        await read_body(request, settings.max_body_bytes),
+        await read_body(request, settings.max_body_bytes, settings.body_timeout_s),
         request.query_params,
         max_chars=settings.max_request_chars,
         default_voice=settings.default_voice,
     )
-    response = await respond(runtime, parsed, received_at)
+    response = await respond(runtime, parsed, received_at, request.receive)
     response.headers["dg-model-name"] = request.query_params.get("model", parsed.voice)
     response.headers["dg-char-count"] = str(len(parsed.text))
     response.headers["dg-request-id"] = request_id_of(request)

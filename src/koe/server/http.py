@@ -15,7 +15,7 @@ from koe.server.requests import OPENAI_MODELS, parse_invocation, parse_openai_sp
 from koe.server.responses import respond
 from koe.server.runtime import Runtime
 from koe.wire.body import read_body
-from koe.wire.errors import deepgram_error_body, error_body, openai_error_body, retry_after_header, route_of
+from koe.wire.errors import deepgram_error_body, error_body, openai_error_body, response_headers, route_of
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ async def koe_error(request: Request, exc: Exception) -> Response:
         body = openai_error_body(error)
     else:
         body = error_body(error)
-    return JSONResponse(body, status_code=route_of(error).http_status, headers=retry_after_header(error))
+    return JSONResponse(body, status_code=route_of(error).http_status, headers=response_headers(error))
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
@@ -52,12 +52,16 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 
 async def ping(request: Request) -> Response:
-    """200 once the model is loaded and warmed up; 503 before (and while shutting down)."""
+    """200 once the model is loaded and warmed up (naming any voice that failed to load); 503 before, with
+    ``status`` ``loading`` or ``failed``, and while ``stopping``. Never a path: it needs no key."""
     runtime = runtime_of(request)
-    if runtime.ready:
-        return JSONResponse({"status": "ready"})
-    message = runtime.load_error or "the model is loading"
-    return JSONResponse({"error": "not_ready", "message": message}, status_code=503)
+    try:
+        voices = runtime.synthesizer().speech.voices
+    except KoeError as exc:
+        body = {"status": runtime.status, "error": exc.code, "message": exc.message}
+        return JSONResponse(body, status_code=route_of(exc).http_status)
+    unavailable = {"unavailable_voices": list(voices.unavailable)} if voices.unavailable else {}
+    return JSONResponse({"status": "ready", **unavailable})
 
 
 async def invocations(request: Request) -> Response:
@@ -66,14 +70,14 @@ async def invocations(request: Request) -> Response:
     runtime.synthesizer()  # not ready: 503 before reading a body
     settings = runtime.settings
     parsed = parse_invocation(
-        await read_body(request, settings.max_body_bytes),
+        await read_body(request, settings.max_body_bytes, settings.body_timeout_s),
         request.headers.get("content-type"),
         max_chars=settings.max_request_chars,
         max_age_s=settings.request_max_age_s,
         default_voice=settings.default_voice,
         now=time.time(),
     )
-    return await respond(runtime, parsed, received_at)
+    return await respond(runtime, parsed, received_at, request.receive)
 
 
 async def openai_speech(request: Request) -> Response:
@@ -82,12 +86,12 @@ async def openai_speech(request: Request) -> Response:
     runtime.synthesizer()
     settings = runtime.settings
     parsed = parse_openai_speech(
-        await read_body(request, settings.max_body_bytes),
+        await read_body(request, settings.max_body_bytes, settings.body_timeout_s),
         request.headers.get("content-type"),
         max_chars=settings.max_request_chars,
         voices=runtime.openai_voices,
     )
-    return await respond(runtime, parsed, received_at)
+    return await respond(runtime, parsed, received_at, request.receive)
 
 
 async def openai_models(request: Request) -> Response:

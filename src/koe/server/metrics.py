@@ -20,6 +20,8 @@ from koe.scheduler.queue import SchedulerStats
 
 _LATENCY_BUCKETS_S = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 _RTF_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.5, 2.0, 5.0)
+_BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+_CALL_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 
 
 class _SchedulerCollector(Collector):
@@ -105,6 +107,19 @@ class Metrics:
         self.sessions_total = Counter(
             "koe_sessions", "Sessions and requests accepted", ["transport"], registry=r
         )
+        self.batch_size = Histogram(
+            "koe_batch_size",
+            "Segments per shared engine call (engines that share passes)",
+            buckets=_BATCH_BUCKETS,
+            registry=r,
+        )
+        self.engine_calls = Histogram(
+            "koe_engine_call_seconds",
+            "Wall time of one shared engine call, by its number of segments",
+            ["batch_size"],
+            buckets=_CALL_BUCKETS_S,
+            registry=r,
+        )
         r.register(_SchedulerCollector(scheduler_stats))
         r.register(_CacheCollector(cache_stats))
 
@@ -115,6 +130,11 @@ class Metrics:
         if audio_s > 0:
             self.audio.inc(audio_s)
             self.rtf.observe(took_s / audio_s)
+
+    def engine_call(self, size: int, seconds: float) -> None:
+        """One shared engine call (the scheduler's :class:`~koe.scheduler.batch.CallObserver`)."""
+        self.batch_size.observe(size)
+        self.engine_calls.labels(str(size)).observe(seconds)
 
     def first_audio(self, transport: str, latency_s: float) -> None:
         self.time_to_first_audio.labels(transport).observe(latency_s)

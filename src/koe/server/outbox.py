@@ -7,6 +7,8 @@ Control replies (``config``, ``cancelled``, errors) never wait behind queued aud
 messages, audio frames, end-of-turn replies) keeps its order and carries its turn number, so a cancel
 removes a turn's unsent data in one call. Queued audio is counted in seconds: producers wait at
 :meth:`room` once it passes the high-water mark, until the writer brings it under the low-water mark.
+Messages (everything but audio) are counted too, so that the session can close on a client that keeps
+sending but never reads its replies (:attr:`unsent_messages`).
 """
 
 from __future__ import annotations
@@ -43,19 +45,32 @@ class Outbox:
         self._control: deque[Payload] = deque()
         self._data: deque[_Data] = deque()
         self._audio_s = 0.0
+        self._messages = 0  # queued payloads that are not audio
         self._nonempty = asyncio.Event()
         self._has_room = asyncio.Event()
         self._has_room.set()
 
+    @property
+    def unsent_messages(self) -> int:
+        """Replies and turn messages (not audio frames) waiting for the socket."""
+        return self._messages
+
+    @property
+    def paused(self) -> bool:
+        """Whether producers wait: queued audio passed the high-water mark and is not under the low yet."""
+        return not self._has_room.is_set()
+
     def control(self, payload: Payload) -> None:
         """Queue a reply that goes out before any queued turn data."""
         self._control.append(payload)
+        self._messages += 1
         self._nonempty.set()
 
     def data(self, turn: int, payload: Payload, audio_s: float = 0.0) -> None:
         """Queue turn data (in order); ``audio_s`` is the audio it carries."""
         self._data.append(_Data(turn, payload, audio_s))
         self._audio_s += audio_s
+        self._messages += not audio_s
         if self._audio_s >= self._high:
             self._has_room.clear()
         self._nonempty.set()
@@ -65,6 +80,7 @@ class Outbox:
         kept = deque(item for item in self._data if item.turn not in turns)
         self._data = kept
         self._audio_s = sum(item.audio_s for item in kept)
+        self._messages = len(self._control) + sum(not item.audio_s for item in kept)
         self._update_room()
 
     async def get(self) -> Payload:
@@ -73,8 +89,10 @@ class Outbox:
             self._nonempty.clear()
             await self._nonempty.wait()
         if self._control:
+            self._messages -= 1
             return self._control.popleft()
         item = self._data.popleft()
+        self._messages -= not item.audio_s
         self._audio_s = self._audio_s - item.audio_s if self._data else 0.0  # no float drift when empty
         self._update_room()
         return item.payload

@@ -36,7 +36,8 @@ from koe.wire.messages import (
     SessionOptions,
 )
 
-_REQUEST_ID_TYPES = (str, int)
+#: The longest ``request_id`` echoed back (ids are uuids or counters; a page of text is no id).
+MAX_REQUEST_ID_CHARS = 256
 
 _CONTROL: dict[str, Flush | Cancel | Close] = {
     "flush": Flush(Dialect.KOE),
@@ -86,7 +87,7 @@ def parse_message(data: str | bytes, *, max_bytes: int, max_chars: int) -> Clien
     if isinstance(kind, str) and kind in _CONTROL:
         return _CONTROL[kind]
     raise ProtocolError(
-        f'expected type to be one of {_TYPES} (or an untyped {{"text": ...}} request), got {kind!r}'
+        f'expected type to be one of {_TYPES} (or an untyped {{"text": ...}} request), got {preview(kind)}'
     )
 
 
@@ -126,13 +127,23 @@ def _number(raw: str, kind: type[int] | type[float], name: str) -> int | float:
     try:
         return kind(raw)
     except ValueError:
-        raise ConfigError(f"{name}: expected a {kind.__name__}, got {raw!r}", code="invalid_field") from None
+        raise ConfigError(
+            f"{name}: expected a {kind.__name__}, got {preview(raw)}", code="invalid_field"
+        ) from None
 
 
 def _request_id(value: object) -> str | int | None:
-    if value is None or (isinstance(value, _REQUEST_ID_TYPES) and not isinstance(value, bool)):
+    """The AWS sample's ``request_id``, echoed back: a short string or a 64-bit integer."""
+    if value is None:
+        return None
+    if isinstance(value, str) and len(value) <= MAX_REQUEST_ID_CHARS:
         return value
-    raise ProtocolError(f"expected request_id to be a string or an integer, got {type(value).__name__}")
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return value
+    raise ProtocolError(
+        f"expected request_id to be a string of at most {MAX_REQUEST_ID_CHARS} characters or a 64-bit "
+        f"integer, got {preview(value)}"
+    )
 
 
 def _options(obj: Mapping[str, Any]) -> SessionOptions:

@@ -7,7 +7,6 @@ sent as ``null`` means its default, as it does for OpenAI's own API.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,6 +44,8 @@ _SSE = "sse"
 OPENAI_MODELS = ("kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 #: Timestamps in milliseconds are told apart from seconds by size (1e11 s is the year 5138).
 _MS_THRESHOLD = 1e11
+#: No clock reads more than this, in milliseconds (the year 5138 again).
+_MAX_STAMP_MS = _MS_THRESHOLD * 1000
 
 
 class Body(StrEnum):
@@ -199,7 +200,8 @@ def _too_long(chars: int, limit: int) -> LimitError:
 
 
 def _check_fresh(stamp: object, max_age_s: float, now: float) -> None:
-    """``request_timestamp``: Unix seconds (or milliseconds) or ISO 8601 (UTC when no zone is given)."""
+    """``request_timestamp``: Unix seconds (or milliseconds) or ISO 8601 (UTC when no zone is given), at
+    most ``max_age_s`` old and at most as far in the future (clocks differ, but not by more than that)."""
     if isinstance(stamp, bool) or not isinstance(stamp, int | float | str):
         raise ConfigError(
             f"request_timestamp must be Unix time or ISO 8601, got {preview(stamp)}", code="invalid_field"
@@ -207,19 +209,28 @@ def _check_fresh(stamp: object, max_age_s: float, now: float) -> None:
     if isinstance(stamp, str):
         try:
             parsed = datetime.fromisoformat(stamp)
-        except ValueError:
+            seconds = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+        except (ValueError, OverflowError):  # not ISO 8601, or a date that has no Unix time
             raise ConfigError(
                 f"request_timestamp must be ISO 8601, got {preview(stamp)}", code="invalid_field"
             ) from None
-        seconds = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
     else:
-        if not math.isfinite(stamp):
-            raise ConfigError(f"request_timestamp must be finite, got {stamp}", code="invalid_field")
+        # compared before any conversion: NaN and a 400-digit integer both fail here, neither overflows
+        if not -_MAX_STAMP_MS <= stamp <= _MAX_STAMP_MS:
+            raise ConfigError(
+                f"request_timestamp must be Unix seconds or milliseconds, got {preview(stamp)}",
+                code="invalid_field",
+            )
         seconds = stamp / 1000 if stamp > _MS_THRESHOLD else float(stamp)
     age = now - seconds
     if age > max_age_s:
         raise ConfigError(
             f"request is {age:.1f} s old, older than the limit of {max_age_s:g} s", code="request_stale"
+        )
+    if -age > max_age_s:
+        raise ConfigError(
+            f"request_timestamp is {-age:.1f} s in the future; clocks may differ by at most {max_age_s:g} s",
+            code="invalid_field",
         )
 
 

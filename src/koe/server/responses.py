@@ -6,22 +6,26 @@ decoding a streamed segment's audio comes in parts as they are decoded; a comple
 
 Admission, voice and the first job's place in the queue are all settled before the status line is sent,
 so a refusal is a proper 503/400 rather than a broken stream. A streamed body holds its request slot
-until the response ends, however it ends (client gone, error, done).
+until the response ends, however it ends (client gone, error, done). Synthesis stops within a segment of
+the client leaving, streamed or not: a streamed body is cancelled by Starlette when the client
+disconnects, a complete file here (its synthesis races the disconnect).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import ExitStack
 
 import numpy as np
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive
 
 from koe.audio.encoder import StreamEncoder, encode_whole
 from koe.audio.formats import content_type
@@ -33,28 +37,20 @@ from koe.server.requests import Body, SpeechRequest, field_named
 from koe.server.runtime import Runtime
 from koe.types import SAMPLE_RATE
 from koe.wire.messages import SynthesisComplete
+from koe.wire.streaming import HeldStreamingResponse
 
 logger = logging.getLogger(__name__)
 
 _EVENT_STREAM = "text/event-stream"
+#: The status of the response to a client that has left (it is never sent: the connection is gone).
+_GONE_STATUS = 204
 
 
-class _HeldStreamingResponse(StreamingResponse):
-    """A streaming response that runs ``release`` when it ends, even if its body was never iterated."""
+async def respond(runtime: Runtime, request: SpeechRequest, received_at: float, receive: Receive) -> Response:
+    """Synthesize ``request``; raises ``KoeError`` (overload, unknown voice) before any byte is sent.
 
-    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], media_type: str) -> None:
-        super().__init__(content, media_type=media_type)
-        self._release = release
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._release()
-
-
-async def respond(runtime: Runtime, request: SpeechRequest, received_at: float) -> Response:
-    """Synthesize ``request``; raises ``KoeError`` (overload, unknown voice) before any byte is sent."""
+    ``receive`` is the request's ASGI receive, its body already read: it says when the client leaves.
+    """
     held = ExitStack()
     synthesizer = held.enter_context(runtime.admitted("http"))
     try:
@@ -74,14 +70,37 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float) 
     parts = _parts(speaker, runtime.metrics)
     if _is_whole(request):
         with held:
-            return await _whole(parts, speaker, request)
+            return await _unless_disconnected(receive, _whole(parts, speaker, request))
     chunks = _chunks(parts, request)
     if request.body is Body.OPENAI_SSE:
-        return _HeldStreamingResponse(_sse(chunks, request.timestamps), held.close, _EVENT_STREAM)
+        return HeldStreamingResponse(_sse(chunks, request.timestamps), held.close, _EVENT_STREAM)
     if request.body is Body.AWS_SSE:
         events = _aws_sse(chunks, request, speaker, received_at)
-        return _HeldStreamingResponse(events, held.close, _EVENT_STREAM)
-    return _HeldStreamingResponse(_audio(chunks), held.close, content_type(request.format))
+        return HeldStreamingResponse(events, held.close, _EVENT_STREAM)
+    return HeldStreamingResponse(_audio(chunks), held.close, content_type(request.format))
+
+
+async def _unless_disconnected(receive: Receive, work: Awaitable[Response]) -> Response:
+    """``work``'s response, or, if the client disconnects first, ``work`` cancelled (its synthesis stops)
+    and an empty response that nobody will read."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if task.cancelled():
+        return Response(status_code=_GONE_STATUS)
+    return task.result()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _is_whole(request: SpeechRequest) -> bool:

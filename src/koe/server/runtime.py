@@ -14,10 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from koe.errors import OverloadedError
+from koe.pipeline.batch import segment_batches
 from koe.pipeline.cache import SegmentCache
+from koe.pipeline.job import Part, SegmentJob
 from koe.pipeline.precache import parse_openers, precache
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe.pipeline.synthesizer import Synthesizer
+from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
@@ -42,9 +45,14 @@ class Runtime:
         """Raises ``ConfigError`` for a ``KOE_PRECACHE`` file that cannot be used."""
         self.settings = settings
         self.openai_voices = openai_voices(settings.openai_voices)  # a bad setting stops the start here
-        self.scheduler = Scheduler(settings.workers, settings.max_queued_jobs)
         self.cache = SegmentCache.of_megabytes(settings.segment_cache_mb)
         self.metrics = Metrics(lambda: self.scheduler.stats, lambda: self.cache.stats)
+        self.scheduler = Scheduler(
+            settings.workers,
+            settings.max_queued_jobs,
+            batch_window_s=settings.batch_window_s,
+            observer=self.metrics,
+        )
         self._openers = parse_openers(settings.precache, settings.default_voice)
         self._given = speech
         self._synthesizer: Synthesizer | None = None
@@ -58,6 +66,15 @@ class Runtime:
     def ready(self) -> bool:
         return self._synthesizer is not None and not self._closing
 
+    @property
+    def status(self) -> str:
+        """``ready``, ``loading``, ``failed`` (loading failed: :attr:`load_error` says so) or ``stopping``."""
+        if self._closing:
+            return "stopping"
+        if self._synthesizer is not None:
+            return "ready"
+        return "failed" if self.load_error is not None else "loading"
+
     def start(self) -> None:
         """Begin loading in the background (returns at once)."""
         self._loading = asyncio.create_task(self._load(), name="koe-load")
@@ -67,7 +84,8 @@ class Runtime:
             self._synthesizer = await asyncio.to_thread(self._load_blocking)
         except Exception as exc:  # a broken install must show in the log and in /ping, not kill the server
             logger.exception("loading the model failed; /ping stays 503")
-            self.load_error = f"{type(exc).__name__}: {exc}"
+            # what clients are told: the kind of failure only (the message holds paths; the log has it)
+            self.load_error = f"loading the model failed ({type(exc).__name__}); the server's log says why"
             return
         if self._openers and not self._closing:
             self._precaching = asyncio.create_task(self._precache(self._synthesizer), name="koe-precache")
@@ -86,7 +104,9 @@ class Runtime:
                 "windowed decoding: the %s engine cannot window; segments decode whole", speech.engine.name
             )
         cost = self._warm_up(speech) if self.settings.warmup else SegmentCost()
-        logger.info("ready in %.1f s: %s", time.perf_counter() - started, cost)
+        logger.info(
+            "ready in %.1f s (%s): %s", time.perf_counter() - started, speech.engine.description, cost
+        )
         return Synthesizer(
             speech,
             self.scheduler,
@@ -96,7 +116,19 @@ class Runtime:
             windowed=self.settings.windowed,
             windowed_first=self.settings.windowed_first,
             cache=self.cache,
+            batch=self._batches(speech),
         )
+
+    def _batches(self, speech: Speech) -> BatchGroup[SegmentJob, Part] | None:
+        """Shared engine calls where the engine shares passes and the settings allow more than one."""
+        size = min(self.settings.batch_max_segments, speech.engine.capabilities.max_batch)
+        if size <= 1:
+            return None
+        logger.info(
+            "whole segments share %s engine calls: up to %d per call, waiting at most %.0f ms for more",
+            speech.engine.name, size, self.settings.batch_window_s * 1000,
+        )  # fmt: skip
+        return segment_batches(speech.engine, size)
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice
@@ -117,7 +149,9 @@ class Runtime:
             )
         if self._synthesizer is None:
             raise OverloadedError(
-                "the model is still loading", code="not_ready", retry_after_s=MIN_RETRY_AFTER_S
+                self.load_error or "the model is still loading",
+                code="not_ready",
+                retry_after_s=MIN_RETRY_AFTER_S,
             )
         return self._synthesizer
 

@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 
 #: How long the writer gets to deliver a closing error before the session ends regardless.
 CLOSE_GRACE_S = 5.0
+#: Replies and messages waiting for a client that does not read them: past this the session is closed
+#: (``replies_unread``), or a client flooding bad messages would grow the server without bound.
+MAX_UNSENT_MESSAGES = 256
 #: Data items that belong to no turn (the final close after a ``close`` message).
 _NO_TURN = -1
 #: What sending on a socket that is gone raises: Starlette's disconnect errors, and uvicorn's RuntimeError
@@ -84,6 +87,7 @@ class Session:
         self._chars = 0
         self._closing = False
         self._tg: asyncio.TaskGroup | None = None
+        self._active_at = 0.0  # loop time of the last message received, frame sent, or synthesis waited on
 
     async def run(self) -> None:
         """Serve until the client leaves, the session closes, or its time is up. Cancelling is safe."""
@@ -125,17 +129,22 @@ class Session:
 
     async def _read(self) -> bool:
         """Handle messages until the client leaves (``True``) or a fatal error ends the session."""
+        loop = asyncio.get_running_loop()
+        idle_s = self._settings.idle_timeout_s
+        self._active_at = loop.time()
         while True:
             try:
-                async with asyncio.timeout(self._settings.idle_timeout_s):
+                async with asyncio.timeout_at(self._active_at + idle_s):
                     message = await self._ws.receive()
             except TimeoutError:
-                if self._turns:
-                    continue  # still speaking: the client is listening, not idle
-                self._report(
-                    LimitError(f"no message for {self._settings.idle_timeout_s:g} s", code="idle_timeout")
-                )
+                if self._active_at + idle_s > loop.time():
+                    continue  # something was sent meanwhile
+                if self._waiting_on_synthesis():
+                    self._active_at = loop.time()  # the listener waits for audio: not idle
+                    continue
+                self._report(LimitError(f"no message for {idle_s:g} s", code="idle_timeout"))
                 return False
+            self._active_at = loop.time()
             if message["type"] == "websocket.disconnect":
                 return True
             if self._closing:
@@ -152,13 +161,32 @@ class Session:
             except KoeError as exc:
                 if self._report(exc):
                     return False
+            if self._outbox.unsent_messages:
+                # messages a burst brought are all queued already: let the writer hand the replies to the
+                # socket before counting them as unread
+                await asyncio.sleep(0)
+            if self._outbox.unsent_messages > MAX_UNSENT_MESSAGES:
+                self._report(
+                    LimitError(
+                        f"{self._outbox.unsent_messages} replies are waiting to be sent: the client sends "
+                        "but does not read",
+                        code="replies_unread",
+                    )
+                )
+                return False
+
+    def _waiting_on_synthesis(self) -> bool:
+        """A turn's audio is on its way and the client is taking it: a quiet client is listening, not
+        idle. A turn waiting for more text, or audio the client does not read, is no reason to stay."""
+        return not self._outbox.paused and any(turn.speaker.stream.working for turn in self._turns)
 
     def _handle(self, message: Any) -> None:
         match message:
             case Append(text=text, dialect=dialect):
                 if text:
+                    turn = self._open or self._start_turn(dialect)
                     self._count(text)
-                    (self._open or self._start_turn(dialect)).add(text)
+                    turn.add(text)
             case Flush(dialect=dialect, last=last):
                 (self._open or self._start_turn(dialect)).finish(dialect, last=last)
                 self._open = None
@@ -171,13 +199,13 @@ class Session:
             case Request(text=text, options=options, request_id=request_id):
                 if not text.strip():
                     raise ConfigError("text must not be empty", code="invalid_field")
-                self._count(text)
                 if self._open is not None:  # a request ends the open turn as a flush would
                     self._open.finish(self._open.opened_by)
                     self._open = None
                 turn = self._start_turn(
                     Dialect.AWS, options, uuid.uuid4().hex if request_id is None else request_id
                 )
+                self._count(text)
                 turn.add(text)
                 turn.finish(Dialect.AWS)
             case Close(dialect=dialect):
@@ -215,6 +243,13 @@ class Session:
         self, dialect: Dialect, overrides: SessionOptions | None = None, request_id: str | int | None = None
     ) -> Turn:
         assert self._tg is not None  # turns start only while the session runs
+        limit = self._settings.max_pending_turns
+        if len(self._turns) >= limit:
+            raise LimitError(
+                f"{limit} turns of this session are waiting to be spoken, the limit: wait for one to end or "
+                "cancel them",
+                code="too_many_turns",
+            )
         options = (overrides or SessionOptions()).over(self._options)
         if dialect in _PCM_ONLY:  # their contracts: PCM16 whatever the session's format
             options = SessionOptions(format=AudioFormat.PCM).over(options)
@@ -314,6 +349,7 @@ class Session:
                     await self._ws.send_text(payload)
                 else:
                     await self._ws.send_bytes(payload)
+                self._active_at = asyncio.get_running_loop().time()
         except SOCKET_GONE as exc:
             self._log.info("the client left while we were sending (%s)", type(exc).__name__)
         raise _SessionOver

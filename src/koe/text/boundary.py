@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 from koe.text.languages.base import Abbreviations
 
@@ -55,25 +55,22 @@ KEEP_BEHIND = 16
 #: Line heads longer than this cannot be list markers or fences, so only this much of a line is kept.
 _LINE_HEAD_CAP = 8
 
-#: Abbreviations that precede a name or an example and so never end a sentence.
+#: Abbreviations that precede a name, an example or a day ("Jan. 15") and so never end a sentence.
 _NEVER_END = frozenset(
-    "mr mrs ms dr prof sr jr st mt vs e.g i.e cf viz fig approx ca no vol pp gen col lt sgt rev".split()
+    "mr mrs ms dr prof sr jr st mt vs e.g i.e cf viz fig approx ca no vol pp gen col lt sgt rev incl ext "
+    "a.k.a jan feb mar apr jun jul aug sep sept oct nov dec".split()
 )
 #: Abbreviations that end a sentence only when the next word is capitalised ("etc. Then" vs "etc. and").
-_MAYBE_END = frozenset("etc inc ltd co corp a.m p.m u.s u.k u.n e.u ph.d al".split())
+_MAYBE_END = frozenset(
+    "etc inc ltd co corp a.m p.m u.s u.k u.n e.u ph.d al dept min max pop ave blvd rd".split()
+)
 _ENGLISH = Abbreviations(_NEVER_END, _MAYBE_END)
 #: A word that is part of a URL or path: its "?" or "!" may be a query, not the end of a question.
 _URL_LIKE = re.compile(r"[/=&@]")
 _ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 _LIST_NUMBER = re.compile(r"[ \t]*\d{1,3}")
-_FENCE_CLOSE = {
-    "```": re.compile(r"\n[ \t]*```[^\n]*\n"),
-    "~~~": re.compile(r"\n[ \t]*~~~[^\n]*\n"),
-}
-_FENCE_CLOSE_AT_END = {
-    "```": re.compile(r"\n[ \t]*```[^\n]*\Z"),
-    "~~~": re.compile(r"\n[ \t]*~~~[^\n]*\Z"),
-}
+#: A closing fence line may be indented by spaces and tabs.
+_INDENT = re.compile(r"[ \t]*")
 
 
 def _is_upper_start(ch: str | None) -> bool:
@@ -100,7 +97,10 @@ class Scanner:
         self._line_head = ""  # the current line's first characters, up to the first non-space run
         self._fence: str | None = None  # the open fence ("```" or "~~~") while inside a code block
         self._fence_start = 0
-        self._fence_searched = 0  # absolute offset up to which the open code block has no closing fence
+        # where the search for the closing fence goes on (absolute), and what it is looking at there: a
+        # line break, a new line's indentation and first characters, or the rest of the closing fence line
+        self._fence_at = 0
+        self._fence_phase = _FencePhase.LINE
 
     @property
     def end(self) -> int:
@@ -311,6 +311,11 @@ class Scanner:
         before = self._buf[i - 1] if i > 0 else "\n"
         after = self._next_char(run_end)
         spaced = before.isspace() and (after is None or after.isspace())
+        if spaced and len(run) == 1 and run != "—" and i >= 2 and self._buf[i - 2].isdigit():
+            digit_after = self._buf[run_end + 1 : run_end + 2]
+            if not digit_after and not final and after is not None:
+                return None  # "2019 - " may be a range: the character after the space decides
+            spaced = not digit_after.isdigit()  # "2019 - 2022" is a range, read "2019 to 2022"
         if not self._at_line_start() and ("—" in run or len(run) >= 2 or spaced) and not self._inverted_open:
             found.append(Boundary(self._base + run_end, Kind.CLAUSE, self._base + run_end))
         self._grow_head(run)
@@ -322,7 +327,8 @@ class Scanner:
         fence = "```" if head[:1] == "`" else "~~~"
         if head == fence:
             self._fence = fence
-            self._fence_start = self._fence_searched = self._base + i
+            self._fence_start = self._base + i
+            self._fence_at, self._fence_phase = self._base + i + 3, _FencePhase.LINE
             return i + 3
         if len(head) < 3 and fence.startswith(head) and not final:
             return None
@@ -330,20 +336,58 @@ class Scanner:
         return i + 1
 
     def _scan_fence(self, fence: str, i: int, final: bool, found: list[Boundary]) -> int | None:
-        """Inside a code block: find its closing fence line, then report the whole block as one SKIP."""
-        start = max(i - 1, self._fence_searched - self._base)
-        close = _FENCE_CLOSE[fence].search(self._buf, start)
-        if close is None and final:
-            close = _FENCE_CLOSE_AT_END[fence].search(self._buf, start)
-        if close is not None:
-            resume = close.end()
-        elif final:
-            resume = len(self._buf)  # an unclosed block runs to the end of the turn
-        else:
-            # the closing fence can only begin at the last line break seen: search from there next time
-            self._fence_searched = self._base + max(start, self._buf.rfind("\n", start))
+        """Inside a code block: find its closing fence line, then report the whole block as one SKIP.
+
+        The search resumes where it stopped, so each character of the block is looked at once however
+        the text is fed (a closing fence is a line starting, after spaces or tabs, with the same fence).
+        """
+        buf = self._buf
+        at = max(i, self._fence_at - self._base)
+        resume: int | None = None
+        while resume is None:
+            if self._fence_phase is _FencePhase.LINE:
+                line_break = buf.find("\n", at)
+                if line_break < 0:
+                    at = len(buf)
+                    if not final:
+                        break
+                    resume = len(buf)  # an unclosed block runs to the end of the turn
+                else:
+                    at, self._fence_phase = line_break + 1, _FencePhase.HEAD
+            elif self._fence_phase is _FencePhase.HEAD:
+                indent_end = _INDENT.match(buf, at)
+                assert indent_end is not None  # the pattern matches the empty string
+                at = indent_end.end()
+                head = buf[at : at + 3]
+                if head == fence:
+                    at, self._fence_phase = at + 3, _FencePhase.CLOSING
+                elif fence.startswith(head) and at + len(head) == len(buf) and not final:
+                    break  # the line so far ("", "`", "``") may still become the closing fence
+                elif at == len(buf) and final:
+                    resume = len(buf)
+                else:
+                    self._fence_phase = _FencePhase.LINE
+            else:  # the closing fence line: the block ends with it, line break included
+                line_break = buf.find("\n", at)
+                if line_break >= 0:
+                    resume = line_break + 1
+                elif final:
+                    resume = len(buf)
+                else:
+                    at = len(buf)
+                    break
+        self._fence_at = self._base + at
+        if resume is None:
             return None
         found.append(Boundary(self._fence_start, Kind.SKIP, self._base + resume))
         self._fence = None
         self._line_head = ""
         return resume
+
+
+class _FencePhase(Enum):
+    """What the search for a closing fence looks at next."""
+
+    LINE = "line"  # the next line break
+    HEAD = "head"  # a line's indentation and first three characters
+    CLOSING = "closing"  # the rest of a closing fence line, to its line break

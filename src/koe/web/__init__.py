@@ -1,35 +1,24 @@
-"""The browser page: static files (ES modules, an AudioWorklet) shipped inside the package, and the mount
-that serves them at ``/`` beside whichever app hosts the voice agent (``koe serve`` and ``koe agent``)."""
+"""The browser page: static files (ES modules, an AudioWorklet) shipped inside the package, and the routes
+that serve them at ``/`` beside whichever app hosts the voice agent (``koe serve`` and ``koe agent``).
+
+One route per file rather than a mount at ``/``: a mount would match every path, so a wrong method on
+another route (``GET /invocations``) would be the page's 404 instead of that route's 405."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from starlette.routing import Mount
+from starlette.routing import BaseRoute, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocketClose
 
 #: The page's files ship as package data, so a wheel install serves them too.
 WEB_DIR = Path(__file__).resolve().parent / "static"
 
 
-class _Page:
-    """The page's static files for HTTP; a WebSocket to a path nobody serves is closed, as Starlette does."""
-
-    def __init__(self) -> None:
-        self._files = StaticFiles(directory=WEB_DIR, html=True)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            await self._files(scope, receive, send)
-        else:
-            await WebSocketClose()(scope, receive, send)
-
-
-def page() -> Mount:
-    """The browser page at ``/`` (``index.html``, ES modules, the AudioWorklet); mount it last."""
-    return Mount("/", app=_Page(), name="page")
+def page() -> list[BaseRoute]:
+    """The page's routes (``/`` is ``index.html``; ES modules, the AudioWorklet); GET and HEAD only."""
+    files = StaticFiles(directory=WEB_DIR, html=True)
+    return [Route(path, files, methods=["GET", "HEAD"]) for path in sorted(page_paths())]
 
 
 def page_paths() -> frozenset[str]:

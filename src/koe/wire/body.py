@@ -1,20 +1,49 @@
-"""Reading an HTTP request's body within a limit, for every HTTP route of every transport."""
+"""Reading an HTTP request's body within a size limit and a deadline, for every HTTP route of every transport.
+
+A client that sends its body slowly, or never ends it (a chunked body without its last chunk), holds a
+socket and a request slot for nothing: the whole body must arrive within ``timeout_s`` of the handler
+asking for it. A client that leaves mid-body is ``client_disconnected``, not a server failure.
+"""
 
 from __future__ import annotations
 
-from starlette.requests import Request
+import asyncio
+
+from starlette.requests import ClientDisconnect, Request
 
 from koe.errors import LimitError
 
+#: How long a body may take to arrive when the caller sets no deadline of its own.
+BODY_TIMEOUT_S = 30.0
+#: A declared length with more digits than this is over any limit (and is not converted to an int).
+_MAX_DIGITS = 18
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refused as soon as it passes ``limit`` bytes (never buffered beyond it)."""
+
+async def read_body(request: Request, limit: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
+    """The whole body, refused as soon as it passes ``limit`` bytes (never buffered beyond it).
+
+    Raises:
+        LimitError: over ``limit`` (``body_too_large``), not complete within ``timeout_s``
+            (``body_timeout``), or the client left first (``client_disconnected``).
+    """
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise LimitError(f"body of {declared} bytes is over the limit of {limit}", code="body_too_large")
+    if declared.isascii() and declared.isdigit() and (len(declared) > _MAX_DIGITS or int(declared) > limit):
+        raise LimitError(
+            f"body of {declared[:_MAX_DIGITS]} bytes is over the limit of {limit}", code="body_too_large"
+        )
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise LimitError(f"body is over the limit of {limit} bytes", code="body_too_large")
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise LimitError(f"body is over the limit of {limit} bytes", code="body_too_large")
+    except TimeoutError:
+        raise LimitError(
+            f"the body did not arrive within {timeout_s:g} s ({len(body)} bytes came)", code="body_timeout"
+        ) from None
+    except ClientDisconnect:
+        raise LimitError(
+            "the client disconnected before sending its whole body", code="client_disconnected"
+        ) from None
     return bytes(body)

@@ -43,12 +43,18 @@ _BY_CODE: dict[str, ErrorRoute] = {
     "unsupported_media_type": ErrorRoute(415, None),
     "unauthorized": ErrorRoute(401, WS_POLICY_VIOLATION),  # KOE_API_KEY set, key missing or wrong
     "request_stale": ErrorRoute(408, None),
+    "body_timeout": ErrorRoute(408, None),  # the body did not arrive in time (a slow or stuck client)
+    "client_disconnected": ErrorRoute(400, None),  # the client left mid-body: nobody reads the answer
+    "forbidden_origin": ErrorRoute(403, WS_POLICY_VIOLATION),  # a page of another site (koe.server.origin)
+    "forbidden_host": ErrorRoute(403, WS_POLICY_VIOLATION),  # a Host the server is not (DNS rebinding)
     "text_too_long": ErrorRoute(413, WS_MESSAGE_TOO_BIG),
     "body_too_large": ErrorRoute(413, WS_MESSAGE_TOO_BIG),
     "message_too_large": ErrorRoute(413, WS_MESSAGE_TOO_BIG),
     "turn_too_long": ErrorRoute(413, WS_POLICY_VIOLATION),
     "session_too_long": ErrorRoute(413, WS_POLICY_VIOLATION),
     "session_expired": ErrorRoute(408, WS_POLICY_VIOLATION),
+    "too_many_turns": ErrorRoute(429, None),  # a session's turns waiting to be spoken: this one refused
+    "replies_unread": ErrorRoute(429, WS_POLICY_VIOLATION),  # a client that sends but never reads
     "idle_timeout": ErrorRoute(408, WS_POLICY_VIOLATION),
     "queue_saturated": ErrorRoute(503, WS_TRY_AGAIN_LATER),
     "too_many_sessions": ErrorRoute(503, WS_TRY_AGAIN_LATER),
@@ -97,6 +103,19 @@ def openai_error_body(error: KoeError) -> dict[str, Any]:
 def deepgram_error_body(error: KoeError, request_id: str) -> dict[str, Any]:
     """The same error in Deepgram's shape, for its REST route (its SDKs read ``err_msg``)."""
     return {"err_code": error.code, "err_msg": error.message, "request_id": request_id}
+
+
+#: Errors that leave a request body unread: the connection cannot carry another request, so it closes.
+_BODY_LEFT_UNREAD = frozenset({"body_too_large", "body_timeout", "client_disconnected"})
+
+
+def response_headers(error: KoeError) -> dict[str, str]:
+    """Headers of an HTTP error response: ``Retry-After`` for overload, ``Connection: close`` when the
+    request's body was left unread."""
+    headers = retry_after_header(error)
+    if error.code in _BODY_LEFT_UNREAD:
+        headers["Connection"] = "close"
+    return headers
 
 
 def retry_after_header(error: KoeError) -> dict[str, str]:

@@ -21,6 +21,8 @@ STREAM_FORMATS: dict[AudioFormat, str] = {
     AudioFormat.MULAW: "mulaw",
     AudioFormat.ALAW: "alaw",
 }
+#: Longer than any language tag (BCP 47's longest registered ones are well within it).
+MAX_LANG_CHARS = 35
 _FORMAT_ALIASES = {"linear16": "pcm"}  # Deepgram's name for raw 16-bit PCM
 _PREVIEW_CHARS = 60
 
@@ -48,6 +50,14 @@ def voice_field(value: object) -> str:
             f"got {preview(value)}"
         )
     return value.strip()
+
+
+def number_field(name: str, value: object, low: float, high: float) -> float:
+    """A JSON number in ``[low, high]``. The range is checked before any conversion, so a 400-digit
+    integer is refused like any number out of range rather than overflowing ``float()``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise _invalid(f"{name} must be a number from {low:g} to {high:g}, got {preview(value)}")
+    return float(value)
 
 
 def speed_field(value: object) -> float:
@@ -86,7 +96,9 @@ def stream_format_field(value: object) -> AudioFormat:
 
 def lang_field(value: object) -> str:
     if not isinstance(value, str):
-        raise _invalid(f"lang must be a string, got {preview(value)}")
+        raise _invalid(f"lang must be a string, a language tag such as en-us; got {preview(value)}")
+    if len(value) > MAX_LANG_CHARS:
+        raise _invalid(f"lang must be a language tag such as en-us, got {preview(value)}")
     try:
         return validate_lang(value)
     except ConfigError as exc:

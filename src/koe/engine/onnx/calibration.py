@@ -7,12 +7,18 @@ calibration sentences (~5 s of CPU per voice here), so they are computed on a vo
 background thread, while that voice's segments decode whole — and kept under koe's cache directory. A
 cached file is used only if its key (model hash, koe version, calibration set, the voice's style table)
 matches and every array has the expected name, shape and finite values.
+
+Blend weights are free-form, so clients can ask for any number of distinct style tables: at most
+:data:`MAX_PENDING` calibrations are under way at once (a voice asked for meanwhile keeps decoding whole
+and is tried again on its next segment), and the directory keeps the :data:`MAX_FILES` most recently used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 import threading
 import time
 import zipfile
@@ -42,6 +48,10 @@ CALIBRATION_SET = (
 #: Bump when the calibration recipe changes, so old cache files are not reused.
 CALIBRATION_VERSION = 2
 _MAX_IN_MEMORY = 64  # voices and blends kept in memory (~290 KB each)
+#: Background calibrations at once (one computes, the next waits): each costs seconds of one core.
+MAX_PENDING = 2
+#: Calibration files kept (~317 KB each); the least recently used beyond this are deleted.
+MAX_FILES = 64
 
 
 class Calibration:
@@ -102,7 +112,7 @@ class Calibration:
         """Start calibrating ``style`` on a daemon thread unless that is under way or disabled."""
         key = self.key(style)
         with self._lock:
-            if not self._background_enabled or key in self._pending:
+            if not self._background_enabled or key in self._pending or len(self._pending) >= MAX_PENDING:
                 return
             self._pending.add(key)
         worker = threading.Thread(
@@ -161,6 +171,8 @@ class Calibration:
         if not path.is_file():
             return None
         count = len(self._stages.norms)
+        with contextlib.suppress(OSError):  # a read-only cache is still read
+            os.utime(path)  # recently used: kept when the directory is pruned
         try:
             with path.open("rb") as handle, np.load(handle, allow_pickle=False) as archive:
                 names = tuple(str(name) for name in archive["names"])
@@ -187,8 +199,15 @@ class Calibration:
             self.directory.mkdir(parents=True, exist_ok=True)
             np.savez(partial, names=np.array(self._stages.statistic_names), **arrays)  # type: ignore[arg-type]
             partial.replace(path)
+            self._prune()
         except OSError as exc:  # a read-only cache costs a recalibration per process, nothing more
             logger.warning("could not cache calibration in %s: %s", self.directory, exc)
+
+    def _prune(self) -> None:
+        """Delete the least recently used calibration files beyond :data:`MAX_FILES`."""
+        files = sorted(self.directory.glob("*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for stale in files[MAX_FILES:]:
+            stale.unlink(missing_ok=True)
 
     def _remember(self, key: str, moments: ClassMoments) -> None:
         with self._lock:

@@ -21,7 +21,16 @@ import onnx
 import onnxruntime as ort
 
 from koe.engine.assets import cache_dir
-from koe.engine.base import BufferedAudio, Capabilities, SynthesisRequest, UtteranceStream, WholeStream
+from koe.engine.base import (
+    BufferedAudio,
+    CancelCheck,
+    Capabilities,
+    SynthesisRequest,
+    Utterance,
+    UtteranceStream,
+    WholeStream,
+    drain,
+)
 from koe.engine.onnx.decoder import StreamingDecoder
 from koe.engine.onnx.stages import PROBE_PHONEMES, parse
 from koe.engine.onnx.verdict import Verdict, VerdictKey
@@ -127,6 +136,7 @@ class OnnxEngine:
         self.capabilities = Capabilities(
             word_timings=self.streaming is not None, windowed=self.streaming is not None
         )
+        self.description = f"onnx on {', '.join(self.providers)}"
 
     def _session(self) -> ort.InferenceSession:
         """The single graph's session, built on first use (thread-safe)."""
@@ -183,6 +193,13 @@ class OnnxEngine:
         result: Audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
         return result
 
-    def synthesize_batch(self, requests: Sequence[SynthesisRequest]) -> list[Audio]:
-        """The int8 export takes batch 1 only: utterances run one after another."""
-        return [self.synthesize(request) for request in requests]
+    def synthesize_batch(
+        self, requests: Sequence[SynthesisRequest], is_cancelled: CancelCheck | None = None
+    ) -> list[Utterance]:
+        """The int8 export takes batch 1 only: utterances run one after another, each timed."""
+        return [
+            Utterance(np.zeros(0, dtype=np.float32))
+            if is_cancelled is not None and is_cancelled(index)
+            else drain(self.stream(request))
+            for index, request in enumerate(requests)
+        ]

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from koe.text.languages.markup import say, web_rules, with_markup
+from koe.text.languages.markup import web_rules, with_markup
 from koe.text.normalize import Rules
-from koe.text.spoken import Handler, Say
+from koe.text.say import Handler, Say, say
 
 _COLON = "[:：]"
 _HINDI_MONTHS = "जनवरी फ़रवरी मार्च अप्रैल मई जून जुलाई अगस्त सितंबर अक्टूबर नवंबर दिसंबर".split()

@@ -10,12 +10,14 @@ from __future__ import annotations
 import re
 
 from koe.text.normalize import Rules
-from koe.text.spoken import RULES, Handler, Say
+from koe.text.say import Handler, Say
+from koe.text.spoken import RULES
 
 #: English's rules that say no English word.
 _MARKUP = (
-    "image", "link", "tag", "heading", "quote", "table_rule", "rule", "bullet", "list_number", "cell_edge",
-    "cell", "code_tick", "emphasis", "snake",
+    "image", "link_open", "link_close", "link_definition", "footnote", "tag", "heading", "quote",
+    "table_rule", "rule", "task", "bullet", "list_number", "cell_edge", "cell", "code_tick", "emphasis",
+    "snake",
 )  # fmt: skip
 _EMOJI = "emoji"
 _BY_NAME = {name: (name, pattern, handler) for name, pattern, handler in RULES}
@@ -35,15 +37,6 @@ EMAIL = r"(?<![A-Za-z0-9_.+-])[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+
 def with_markup(*rules: tuple[str, str, Handler]) -> Rules:
     """A language's rules: the markup rules first, then ``rules``, then emoji (dropped)."""
     return (*(_BY_NAME[name] for name in _MARKUP), *rules, _BY_NAME[_EMOJI])
-
-
-def say(words: str) -> Handler:
-    """A handler saying ``words`` for the whole match."""
-
-    def handler(m: re.Match[str]) -> list[Say]:
-        return [Say(words, m.start(), m.end())]
-
-    return handler
 
 
 def web_rules(dot: str, at: str) -> tuple[tuple[str, str, Handler], tuple[str, str, Handler]]:

@@ -13,9 +13,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from koe.text.languages.markup import say, web_rules, with_markup
+from koe.text.languages.markup import web_rules, with_markup
 from koe.text.normalize import Rules
-from koe.text.spoken import Handler, Say
+from koe.text.say import Handler, Say, say
 
 _CURRENCY_AFTER = r"[€$£]"
 _ISO_DATE = r"\b(?P<iso_y>\d{4})-(?P<iso_m>\d{2})-(?P<iso_d>\d{2})\b"

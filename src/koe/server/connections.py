@@ -1,0 +1,146 @@
+"""koe's HTTP and WebSocket connections: uvicorn's h11 and wsproto protocols, with deadlines and a bound.
+
+* **A request's head** (request line and headers) must arrive within ``header_timeout_s`` of the
+  connection opening or of the previous response ending. uvicorn's own keep-alive timer is cancelled by
+  every byte that arrives, so a client sending its headers a byte at a time ("slowloris") is held forever
+  without this.
+* **A write that cannot progress** — the socket's buffer full because the client does not read — for
+  ``send_timeout_s`` aborts the connection, so a streamed response or a session's audio never holds its slot
+  forever (uvicorn's ``send`` waits for the buffer to drain, without end). The application then sees the
+  client disconnect, as after any other.
+* **A WebSocket ping** is answered only while the socket's buffer has room: a client that floods pings and
+  never reads would otherwise pile pongs up in memory (uvicorn writes each one regardless). RFC 6455 §5.5.3
+  lets an endpoint answer only the most recent ping.
+
+A request body's deadline is :func:`koe.wire.body.read_body`'s (an answer, 408, is still possible then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.websockets.wsproto_impl import WSProtocol
+from wsproto import events
+
+from koe.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+class _Timer:
+    """One deadline of a connection: armed (again), cancelled, or expired once."""
+
+    def __init__(self) -> None:
+        self._handle: asyncio.TimerHandle | None = None
+
+    def arm(self, loop: asyncio.AbstractEventLoop, after_s: float, expired: Callable[[], None]) -> None:
+        self.cancel()
+        self._handle = loop.call_later(after_s, self._expire, expired)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    @property
+    def armed(self) -> bool:
+        return self._handle is not None
+
+    def _expire(self, expired: Callable[[], None]) -> None:
+        self._handle = None
+        expired()
+
+
+class _StallDeadline:
+    """Aborts the transport when writing has been paused (its buffer over the high-water mark) too long;
+    mixed in before uvicorn's protocol, whose flow control it extends."""
+
+    send_timeout_s: float
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._stall = _Timer()
+        super().connection_made(transport)  # type: ignore[misc]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stall.cancel()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def pause_writing(self) -> None:
+        super().pause_writing()  # type: ignore[misc]
+        if not self._stall.armed:
+            self._stall.arm(self.loop, self.send_timeout_s, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()  # type: ignore[misc]
+        self._stall.cancel()
+
+    def _stalled(self) -> None:
+        if not self.transport.is_closing():
+            logger.info("aborting a connection whose client read nothing for %.0f s", self.send_timeout_s)
+            self.transport.abort()
+
+
+class GuardedH11Protocol(_StallDeadline, H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request head and on stalled writes."""
+
+    header_timeout_s: float
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._head = _Timer()
+        super().connection_made(transport)
+        self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._head.cancel()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        cycle = self.cycle
+        super().handle_events()
+        if self.cycle is not cycle:  # a complete request head arrived
+            self._head.cancel()
+
+    def handle_websocket_upgrade(self, event: Any) -> None:
+        self._head.cancel()  # the transport passes to the WebSocket protocol
+        super().handle_websocket_upgrade(event)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._await_head()  # the next request's head, if the client sends one
+
+    def _await_head(self) -> None:
+        self._head.arm(self.loop, self.header_timeout_s, self._head_late)
+
+    def _head_late(self) -> None:
+        if not self.transport.is_closing():
+            logger.info(
+                "closing a connection whose request head did not come in %.0f s", self.header_timeout_s
+            )
+            self.transport.close()
+
+
+class GuardedWSProtocol(_StallDeadline, WSProtocol):
+    """uvicorn's wsproto protocol (its ``send`` waits while the buffer is full, so a session's water marks
+    hold) with a deadline on stalled writes and no pongs while the buffer is full."""
+
+    def handle_ping(self, event: events.Ping) -> None:
+        if self.writable.is_set():
+            super().handle_ping(event)
+
+
+def protocols(settings: Settings) -> tuple[type[GuardedH11Protocol], type[GuardedWSProtocol]]:
+    """The HTTP and WebSocket protocol classes for uvicorn, with ``settings``' deadlines."""
+    http = type(
+        "KoeH11Protocol",
+        (GuardedH11Protocol,),
+        {"header_timeout_s": settings.header_timeout_s, "send_timeout_s": settings.send_timeout_s},
+    )
+    ws = type("KoeWSProtocol", (GuardedWSProtocol,), {"send_timeout_s": settings.send_timeout_s})
+    return http, ws

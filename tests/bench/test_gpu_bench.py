@@ -1,0 +1,87 @@
+"""``koe bench --engine torch``: the capacity ladder, batching on and off, on CPU with a tiny ladder and the
+weights derived from the int8 model (what a GPU run does at full size)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from koe.bench.gpu import QUICK_LADDER, GpuBenchConfig, run, write
+from koe.errors import ConfigError
+from koe.pipeline.speech import Speech
+from koe.settings import Settings
+
+ANSWER = "Sure. The museum opens at nine."
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gpu_ladder.sh"
+
+
+def _cuda_available() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def test_the_ladder_runs_on_cpu_in_both_modes_and_writes_its_results(
+    torch_speech: Speech, tmp_path: Path
+) -> None:
+    config = GpuBenchConfig(tmp_path, "cpu", ladder=(1,), rounds=1, answer=ANSWER, batch_sizes=(1, 2))
+    settings = Settings(port=0, engine="torch", device="cpu", warmup=False, batch_max_segments=64)
+    report = run(config, torch_speech, settings, "koe bench --engine torch --device cpu")
+    batched, unbatched = report["modes"]["batched"], report["modes"]["unbatched"]
+    assert (batched["batch_max_segments"], unbatched["batch_max_segments"]) == (64, 1)
+    for mode in (batched, unbatched):
+        (level,) = mode["levels"]
+        assert level["sessions"] == 1 and level["audio_per_wall_s"] > 0
+        assert mode["max_sessions_ok"] in (None, 1)
+        assert mode["memory_mb"]["rss_now"] > 0
+    assert batched["levels"][0]["calls"]["calls"] >= 1  # segments went through shared calls
+    assert unbatched["levels"][0]["calls"]["calls"] == 0  # one job per segment: no shared calls
+    assert [row["batch"] for row in report["engine"]] == [1, 2]
+    assert all(row["audio_per_wall_s"] > 0 for row in report["engine"])
+    assert report["machine"]["engine"] == "torch on cpu (dequantized int8 weights)"
+    paths = write(report, tmp_path)
+    assert json.loads(paths["json"].read_text())["plot"] == "bench-torch-cpu.png"
+    assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_max_sessions_cuts_the_ladder_and_is_its_last_rung(tmp_path: Path) -> None:
+    assert GpuBenchConfig.for_run(tmp_path, "cuda", quick=False, max_sessions=20).ladder == (
+        1,
+        2,
+        4,
+        8,
+        16,
+        20,
+    )
+    assert GpuBenchConfig.for_run(tmp_path, "cpu", quick=True).ladder == QUICK_LADDER
+
+
+@pytest.mark.parametrize("ladder", [(), (2, 1), (0, 1)])
+def test_a_ladder_must_rise_from_one_session(tmp_path: Path, ladder: tuple[int, ...]) -> None:
+    with pytest.raises(ConfigError, match="rising session counts"):
+        GpuBenchConfig(tmp_path, ladder=ladder)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the gpu extra is not installed")
+@pytest.mark.skipif(_cuda_available(), reason="this machine has CUDA: the script would run")
+def test_the_gpu_script_stops_at_once_on_a_machine_without_cuda(tmp_path: Path) -> None:
+    """``benchmarks/gpu_ladder.sh`` checks the device before it installs or measures anything."""
+    done = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "out")],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "'cuda' was requested but torch sees no CUDA device" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["bench-torch-machine.txt"]

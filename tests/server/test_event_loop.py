@@ -1,0 +1,151 @@
+"""Segmenting pathological text never holds the event loop: at most a slice of text is segmented before
+every other connection gets its turn, and ``/ping`` answers while it goes on.
+
+The loop's turns are counted by a callback that re-schedules itself on every turn; each call of the
+segmenter records the turn it ran in. Without slicing, a 20,000-character request of ``"| "`` was segmented
+in one go (0.9 s measured before the fix) and queued no job, so admission never saw it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+
+from koe.pipeline.stream import FEED_SLICE_CHARS
+from koe.text.segment import Segmenter
+from live_checks import wait_for
+from live_server import LiveServer
+from ws_events import of_type, run, send, until
+
+#: A word of the text below is at most this long: a slice ends after the word that crosses its end.
+LONGEST_WORD = 16
+TURN_CHARS = 98_000
+MESSAGE_CHARS = 14_000
+
+
+class LoopTurns:
+    """Counts the server loop's turns, and how much text the segmenter was fed in each."""
+
+    def __init__(self, live: LiveServer) -> None:
+        self.turn = 0
+        self.fed: dict[int, int] = defaultdict(int)
+        self._live = live
+        self._running = True
+
+    def tick(self) -> None:
+        self.turn += 1
+        if self._running:
+            self._live.loop.call_soon(self.tick)
+
+    def stop(self) -> None:
+        self._running = False
+
+    def most_fed_in_one_turn(self) -> int:
+        return max(self.fed.values(), default=0)
+
+
+@pytest.fixture()
+def turns(fake_server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopTurns]:
+    counter = LoopTurns(fake_server)
+    feed = Segmenter.feed
+    server_thread = fake_server.thread
+
+    def counted(self: Segmenter, text: str) -> Any:
+        if threading.current_thread() is server_thread:
+            counter.fed[counter.turn] += len(text)
+        return feed(self, text)
+
+    monkeypatch.setattr(Segmenter, "feed", counted)
+    fake_server.loop.call_soon_threadsafe(counter.tick)
+    yield counter
+    counter.stop()
+
+
+def pings_during(live: LiveServer, work: threading.Thread) -> None:
+    """``/ping`` answers while ``work`` runs (how fast is the benchmark's business, not a test's)."""
+    with httpx.Client(timeout=60) as client:
+        while work.is_alive():
+            assert client.get(live.http_url + "/ping").status_code == 200
+
+
+def in_thread(fn: Any) -> threading.Thread:
+    thread = threading.Thread(target=fn)
+    thread.start()
+    return thread
+
+
+def test_an_http_request_of_nothing_speakable_is_segmented_a_slice_per_loop_turn(
+    fake_server: LiveServer, turns: LoopTurns
+) -> None:
+    body = {"model": "tts-1", "input": "| " * 10_000, "voice": "alloy", "response_format": "pcm"}
+    results: list[httpx.Response] = []
+    work = in_thread(lambda: results.append(httpx.post(fake_server.http_url + "/v1/audio/speech", json=body)))
+    pings_during(fake_server, work)
+    work.join()
+    assert results[0].status_code == 200
+    assert sum(turns.fed.values()) >= 20_000
+    assert turns.most_fed_in_one_turn() <= FEED_SLICE_CHARS + LONGEST_WORD
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [", ", "- ", "… ", "```\n" + "code line\n"],
+    ids=["commas", "dashes", "ellipses", "unclosed-fence"],
+)
+def test_a_98k_character_turn_of_dense_punctuation_is_segmented_a_slice_per_loop_turn(
+    fake_server: LiveServer, turns: LoopTurns, unit: str
+) -> None:
+    if unit.startswith("```"):
+        text = unit[:4] + unit[4:] * (TURN_CHARS // len(unit[4:]))
+    else:
+        text = unit * (TURN_CHARS // len(unit))
+
+    async def main() -> None:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
+            for start in range(0, len(text), MESSAGE_CHARS):
+                await send(ws, {"type": "append", "text": text[start : start + MESSAGE_CHARS]})
+            await send(ws, {"type": "flush"})
+            await until(ws, of_type("flushed"))
+
+    work = in_thread(lambda: run(main))
+    pings_during(fake_server, work)
+    work.join()
+    assert sum(turns.fed.values()) >= len(text) - LONGEST_WORD
+    assert turns.most_fed_in_one_turn() <= FEED_SLICE_CHARS + LONGEST_WORD
+
+
+def test_another_sessions_turn_is_spoken_while_a_long_one_is_segmented(
+    fake_server: LiveServer, turns: LoopTurns
+) -> None:
+    """Without slicing, the long unspeakable turn was segmented in one go and the other waited for it."""
+    order: list[str] = []
+
+    async def flood() -> None:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
+            text = "- " * (TURN_CHARS // 2)
+            for start in range(0, len(text), MESSAGE_CHARS):
+                await send(ws, {"type": "append", "text": text[start : start + MESSAGE_CHARS]})
+            await send(ws, {"type": "flush"})
+            await until(ws, of_type("flushed"))
+            order.append("flood")
+
+    async def other() -> None:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
+            await asyncio.to_thread(wait_for, lambda: bool(turns.fed), "the flood's turn to be segmented")
+            await send(ws, {"type": "append", "text": "Hello there."})
+            await send(ws, {"type": "flush"})
+            await until(ws, of_type("flushed"))
+            order.append("other")
+
+    async def main() -> None:
+        await asyncio.gather(flood(), other())
+
+    run(main)
+    assert order == ["other", "flood"]

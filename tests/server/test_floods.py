@@ -1,0 +1,158 @@
+"""Floods from one client — bad messages it never reads the answers to, empty turns, pings — stay bounded,
+and every session the server admits counts against its limits, the agent's included."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import socket
+import threading
+
+import httpx
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from live_checks import assert_serving, close_code, metric, wait_for
+from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket
+from support.fake import FakeEngine
+from ws_events import Event, messages, of_type, receive, run, send, until
+
+#: More replies than any socket buffer between the two ends holds (each is ~150 bytes).
+FLOOD = 3000
+#: Small buffers at both ends, so a client that does not read backs up into the server within kilobytes.
+SMALL_BUFFER = 4096
+
+
+def small_socket(live: LiveServer) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_BUFFER)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)  # the flood itself goes out freely
+    sock.connect((LOOPBACK, live.port))
+    return sock
+
+
+def open_raw(live: LiveServer) -> socket.socket:
+    """A WebSocket whose client reads nothing after the handshake (a library would read in the
+    background; this one does not)."""
+    sock = small_socket(live)
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        f"GET /v1/stream HTTP/1.1\r\nHost: {LOOPBACK}:{live.port}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    assert sock.recv(4096).startswith(b"HTTP/1.1 101")
+    return sock
+
+
+def client_frame(opcode: int, payload: bytes) -> bytes:
+    """One masked frame (every client frame is masked), of at most 125 bytes."""
+    mask = os.urandom(4)
+    return (
+        bytes([0x80 | opcode, 0x80 | len(payload)])
+        + mask
+        + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    )
+
+
+def test_a_client_flooding_errors_it_never_reads_is_closed_with_a_bounded_backlog(
+    serve_fake: ServerFactory,
+) -> None:
+    bad = client_frame(0x1, json.dumps({"type": "config", "voice": "zz_nobody"}).encode())
+    with serve_fake(sock=loopback_socket(send_buffer=SMALL_BUFFER)) as live:
+        sock = open_raw(live)
+        wait_for(lambda: metric(live, 'koe_active_sessions{transport="ws"}') == 1, "the session to open")
+        try:
+            sock.sendall(bad * FLOOD)
+        except OSError:
+            pass  # the server closed the session before it took the whole flood: what is tested
+        wait_for(lambda: metric(live, 'koe_active_sessions{transport="ws"}') == 0, "the session to be closed")
+        assert metric(live, 'koe_errors_total{code="replies_unread"}') == 1
+        # the server stopped reading once its backlog was full: most of the flood was never answered
+        assert metric(live, 'koe_errors_total{code="unknown_voice"}') < FLOOD / 2
+        sock.close()
+        assert_serving(live)
+
+
+def test_pending_turns_per_session_are_bounded_and_the_session_goes_on(serve_fake: ServerFactory) -> None:
+    gate = threading.Event()
+
+    async def main(live: LiveServer) -> list[Event]:
+        async with connect(live.ws_url + "/v1/stream") as ws:
+            await send(ws, {"type": "append", "text": "Held by the engine."})
+            await send(ws, {"type": "flush"})
+            for _ in range(100):
+                await send(ws, {"type": "flush"})  # each opens an empty turn behind the held one
+            refused = [await receive(ws) for _ in range(100 - 15)]
+            gate.set()
+            events = await until(ws, lambda m: m.get("type") == "flushed" and m["turn"] == 15)
+            await send(ws, {"type": "append", "text": "And now this."})
+            await send(ws, {"type": "flush"})
+            return refused + events + await until(ws, of_type("flushed"))
+
+    with serve_fake(engine=FakeEngine(gate=gate), max_pending_turns=16) as live:
+        events = run(lambda: main(live))
+        codes = [m.get("code") for m in messages(events) if m["type"] == "error"]
+        assert codes == ["too_many_turns"] * (100 - 15)
+        flushed = [m["turn"] for m in messages(events) if m["type"] == "flushed"]
+        assert flushed == [*range(16), 16]  # turn numbers go to admitted turns only
+        assert any(isinstance(e, bytes) for e in events[-3:])  # the session still speaks
+
+
+def test_a_ping_flood_from_a_client_that_never_reads_does_not_pile_up_pongs(
+    serve_fake: ServerFactory,
+) -> None:
+    with serve_fake(sock=loopback_socket(send_buffer=SMALL_BUFFER)) as live:
+        sock = open_raw(live)
+        for _ in range(20):
+            sock.sendall(client_frame(0x9, b"p" * 125) * 1000)  # 20,000 pings: ~2.5 MB of pongs if answered
+
+        def buffered() -> int:
+            return live.call(
+                lambda: max(
+                    (c.transport.get_write_buffer_size() for c in live.server.server_state.connections),
+                    default=0,
+                )
+            )
+
+        wait_for(lambda: metric(live, 'koe_active_sessions{transport="ws"}') == 1, "the session to run")
+        assert buffered() < 128 * 1024  # at most the high-water mark and the last pongs, not 20,000 of them
+        sock.close()
+        wait_for(lambda: metric(live, 'koe_active_sessions{transport="ws"}') == 0, "the session to end")
+        assert_serving(live)
+
+
+def test_the_agent_routes_pass_the_servers_admission_control(serve_fake: ServerFactory) -> None:
+    gate = threading.Event()
+
+    async def main(live: LiveServer) -> None:
+        async with connect(live.ws_url + "/v1/stream") as holder:  # the one session slot
+            await send(holder, {"type": "config"})
+            await receive(holder)
+            async with connect(live.ws_url + "/agent/ws") as ws:
+                refused = await receive(ws)
+                try:
+                    await receive(ws)
+                except ConnectionClosed as closed:
+                    code = close_code(closed)
+            assert isinstance(refused, dict) and refused["code"] == "too_many_sessions" and code == 1013
+
+            held = asyncio.create_task(
+                asyncio.to_thread(
+                    httpx.post, live.http_url + "/invocations", json={"text": "Held."}, timeout=60
+                )
+            )  # the one request slot, held by the engine's gate
+            await asyncio.to_thread(
+                wait_for, lambda: metric(live, 'koe_active_sessions{transport="http"}') == 1, "the hold"
+            )
+            agent = await asyncio.to_thread(
+                httpx.post, live.http_url + "/agent/invocations", json={"read": "Hi."}, timeout=60
+            )
+            assert (agent.status_code, agent.json()["error"]) == (503, "too_many_sessions")
+            assert int(agent.headers["retry-after"]) >= 1
+            gate.set()
+            assert (await held).status_code == 200
+
+    with serve_fake(engine=FakeEngine(gate=gate), max_sessions=1, max_http_requests=1) as live:
+        run(lambda: main(live))
