@@ -17,8 +17,12 @@ AGENT ?= true
 
 CLIENTS := .venv-clients
 CLIENTS_LOCK := tests/compat/clients.lock
+# `koe bench --only first-audio` compares koe with fastkokoro, whose pins (phonemizer-fork) cannot share
+# koe's environment: it gets one of its own
+PEERS := .venv-peers
+FASTKOKORO ?= fastkokoro[cpu]==0.7.0
 
-.PHONY: serve test lint typecheck pytest browser clients clients-lock deploy audit lock clean
+.PHONY: serve test lint typecheck pytest browser clients clients-lock bench-peers deploy audit lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +59,13 @@ $(CLIENTS)/.stamp: $(CLIENTS_LOCK)
 	touch $@
 
 clients: $(CLIENTS)/.stamp
+
+$(PEERS)/.stamp:
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip --quiet --disable-pip-version-check install '$(FASTKOKORO)'
+	touch $@
+
+bench-peers: $(PEERS)/.stamp
 
 # Re-pin the client libraries (after changing the versions tried; commit the result and the docs' table).
 clients-lock: $(CLIENTS)/.stamp
@@ -100,4 +111,4 @@ lock: $(VENV)/.stamp-test
 	  | sed -E 's/\+[a-z0-9.]+$$//'; } > requirements.lock
 
 clean:
-	rm -rf $(VENV) $(CLIENTS) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CLIENTS) $(PEERS) .pytest_cache .mypy_cache .ruff_cache

@@ -50,6 +50,9 @@ class Settings:
     # streamed segments decode window by window, their audio sent in parts (docs/engine.md, "Streaming
     # decoder"); off by default: windowed audio fails the spectral-balance quality gate
     windowed: bool = False
+    # a streamed turn's first segment decodes in windows even so: its first audio comes after stage A and
+    # one window (~0.3 s) instead of the whole segment (docs/engine.md, "The first segment")
+    windowed_first: bool = True
     # WebSocket sessions
     max_sessions: int = 32
     max_message_bytes: int = 64 * 1024

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from koe.bench.capacity import round_passes
-from koe.bench.stats import MIN_GAP_S, Chunk, fit_line, simulate_playback, summarize
-from koe.bench.turns import TurnTrace
+from koe.bench.stats import MIN_GAP_S, SPEECH_LEVEL, Chunk, fit_line, onset_s, simulate_playback, summarize
+from koe.bench.turns import PcmReader, TurnTrace, pcm_chunk
 
 
 def test_listener_starts_at_first_audio_and_counts_each_underrun() -> None:
@@ -32,6 +33,31 @@ def test_audio_arriving_ahead_of_the_speaker_leaves_no_gap() -> None:
 def test_underruns_below_the_noise_floor_are_not_gaps() -> None:
     playback = simulate_playback([Chunk(0.0, 0.1), Chunk(0.1 + MIN_GAP_S / 2, 0.1)])
     assert playback.gap_count == 0
+
+
+def test_onset_is_the_first_sample_loud_enough_to_be_speech() -> None:
+    samples = np.zeros(1000)
+    samples[:300] = SPEECH_LEVEL / 10  # a lead-in's noise floor
+    samples[300] = -SPEECH_LEVEL * 2
+    assert onset_s(samples, 100) == 3.0
+    assert onset_s(np.zeros(10), 100) is None
+
+
+def test_first_speech_is_where_the_listener_hears_the_voice_after_earlier_silence() -> None:
+    # silence arrives first and plays from t=1; the chunk with speech 0.25 s in plays from t=1.5
+    playback = simulate_playback([Chunk(1.0, 0.5, None), Chunk(1.2, 1.0, 0.25), Chunk(1.3, 1.0, 0.0)])
+    assert playback.starts_at == 1.0
+    assert playback.first_speech_at == 1.75
+
+
+def test_a_pcm_stream_split_inside_a_sample_loses_nothing() -> None:
+    pcm = (np.arange(1, 2401, dtype="<i2") * 10).tobytes()  # 0.1 s at 24 kHz, loud from sample 0 on
+    trace = TurnTrace("split")
+    reader = PcmReader(trace, starts_at=0.0)
+    for start in range(0, len(pcm), 999):  # odd sizes: samples split across reads
+        reader.add(pcm[start : start + 999])
+    assert sum(c.duration_s for c in trace.chunks) == pytest.approx(0.1)
+    assert pcm_chunk(0.0, pcm).onset_s is not None
 
 
 def test_no_audio_means_no_playback() -> None:

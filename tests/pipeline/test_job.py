@@ -42,9 +42,13 @@ def test_a_whole_job_gives_the_segment_and_its_words_in_one_step() -> None:
     assert all(0 <= w.start_s < w.end_s <= part.end_s for w in part.words)
 
 
+#: Long enough to be decoded in windows (a segment under 100 frames decodes whole even then).
+LONG = "Please call Stella and ask her to bring these things with her from the store."
+
+
 def test_a_windowed_job_gives_bounded_parts_that_add_up_to_the_whole() -> None:
     speech = fake_speech()
-    segment = _segment()
+    segment = _segment(LONG)
     job = SegmentJob(
         speech, segment, speech.voice("af_heart"), threading.Event(), windowed=True, buffered_s=lambda: 0.0
     )
@@ -54,6 +58,8 @@ def test_a_windowed_job_gives_bounded_parts_that_add_up_to_the_whole() -> None:
     assert len(parts) > 1 and all(p.audio.size <= WINDOW_FRAMES * 600 for p in parts)
     assert [p.start for p in parts] == list(np.cumsum([0, *(p.audio.size for p in parts[:-1])]))
     assert parts[0].words and not any(p.words for p in parts[1:])
+    short = SegmentJob(speech, _segment(), speech.voice("af_heart"), threading.Event(), windowed=True)
+    assert short.step().last  # too short to window: one part
     assert np.array_equal(np.concatenate([p.audio for p in parts]), speech.synthesize(segment.text))
 
 
@@ -62,7 +68,7 @@ def test_a_cancelled_job_decodes_nothing_more() -> None:
     speech = fake_speech(engine)
     cancel = threading.Event()
     job = SegmentJob(
-        speech, _segment(), speech.voice("af_heart"), cancel, windowed=True, buffered_s=lambda: 0.0
+        speech, _segment(LONG), speech.voice("af_heart"), cancel, windowed=True, buffered_s=lambda: 0.0
     )
     job.step()
     calls = engine.calls

@@ -64,7 +64,7 @@ def _synthesizer(
 
 
 async def _speak(synthesizer: Synthesizer, text: str, *, windowed: bool = False) -> list[Part]:
-    stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener(), whole=not windowed)
+    stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener(), complete=not windowed)
     stream.add(text)
     stream.finish()
     parts = []
@@ -233,6 +233,10 @@ def test_a_turn_opening_with_a_cached_segment_passes_admission_like_any_other() 
     _run(synthesizer, main)
 
 
+#: One segment long enough (over 100 frames) to be decoded in windows.
+LONG = "Please call Stella and ask her to bring these things with her from the store."
+
+
 def test_windowed_turns_replay_whole_decodes_but_store_none_of_their_own() -> None:
     engine = FakeEngine()
     synthesizer, _ = _synthesizer(engine)
@@ -242,10 +246,10 @@ def test_windowed_turns_replay_whole_decodes_but_store_none_of_their_own() -> No
     )  # fmt: skip
 
     async def main() -> tuple[list[Part], list[Part], list[Part]]:
-        windowed = await _speak(synthesizer, OPENER, windowed=True)
+        windowed = await _speak(synthesizer, LONG, windowed=True)
         assert synthesizer.cache.stats.entries == 0
-        whole = await _speak(synthesizer, OPENER)
-        return windowed, whole, await _speak(synthesizer, OPENER, windowed=True)
+        whole = await _speak(synthesizer, LONG)
+        return windowed, whole, await _speak(synthesizer, LONG, windowed=True)
 
     windowed, whole, replayed = _run(synthesizer, main)
     assert len(windowed) > 1 and not any(p.cached for p in windowed)

@@ -38,7 +38,7 @@ def _alone(text: str) -> bytes:
 
 def test_sessions_share_calls_and_a_failing_segment_fails_alone(serve_fake: ServerFactory) -> None:
     gate = threading.Event()
-    engine = FakeEngine(gate=gate, max_batch=4)
+    engine = FakeEngine(gate=gate, max_batch=4, windowed=False)  # shares passes, never windows: as torch
     with serve_fake(engine=engine, workers=2, batch_window_s=0.0) as live:
 
         async def main() -> list[list[Event]]:

@@ -268,7 +268,14 @@ def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_fake: Server
     sock = loopback_socket(send_buffer=4096)
     # uvicorn's keepalive would drop this silent client after 40 s (tested below); keep it out of the way
     no_keepalive = {"ws_ping_interval": None}
-    with serve_fake(sock=sock, uvicorn=no_keepalive, audio_high_water_s=1.0, audio_low_water_s=0.5) as live:
+    # one job per segment (none windowed), so the scheduler's job count counts segments
+    with serve_fake(
+        sock=sock,
+        uvicorn=no_keepalive,
+        audio_high_water_s=1.0,
+        audio_low_water_s=0.5,
+        windowed_first=False,
+    ) as live:
         run(lambda: main(live))
 
 

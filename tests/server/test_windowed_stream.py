@@ -186,3 +186,48 @@ def test_streamed_http_speech_comes_in_parts_with_words_on_the_response_clock(
     assert [w["word"] for w in first_words + second_words] == re.findall(r"[A-Za-z]+", text)
     assert first_words[-1]["end_s"] <= offset_s <= second_words[0]["start_s"]
     assert second_words[-1]["end_s"] <= total_s
+
+
+def _sse_kinds(live: LiveServer, text: str) -> list[str]:
+    """The event types of a streamed OpenAI speech request with word timestamps."""
+    body = {"model": "kokoro", "input": text, "voice": VOICE, "response_format": "pcm",
+            "stream_format": "sse", "timestamps": True}  # fmt: skip
+    response = httpx.post(live.http_url + "/v1/audio/speech", json=body, timeout=WAIT_S)
+    assert response.status_code == 200
+    return [
+        json.loads(block.removeprefix("data: "))["type"] for block in response.text.split("\n\n") if block
+    ]
+
+
+@pytest.mark.parametrize("windowed_first", [True, False])
+def test_by_default_only_a_turns_first_segment_decodes_in_windows(
+    serve_fake: ServerFactory, windowed_first: bool
+) -> None:
+    with serve_fake(
+        FakeEngine(delay_s=WINDOW_DELAY_S), workers=1, default_voice=VOICE, windowed_first=windowed_first
+    ) as live:
+        kinds = _sse_kinds(live, TWO_SENTENCES)
+    # audio parts per segment (each segment's words event comes before its audio)
+    parts = [len(block.split()) for block in " ".join(kinds[:-1]).split("speech.words")[1:]]
+    assert len(parts) >= 2
+    assert (parts[0] >= 2) if windowed_first else (parts[0] == 1)
+    assert set(parts[1:]) == {1}
+
+
+def test_a_complete_body_is_cut_where_the_text_ends_its_phrases_not_shortened_for_an_early_start(
+    serve_fake: ServerFactory,
+) -> None:
+    """Streamed, the first segment is cut short (the listener waits for it); in one complete body nobody
+    does, so the segments are the text's own and the audio what the text spoken in one go makes."""
+    with serve_fake(workers=1, default_voice=VOICE, windowed_first=False) as live:
+
+        def jobs(stream: bool) -> int:
+            before = _stats(live).completed
+            body = {"text": LONG, "voice": VOICE, "stream": stream, "format": "pcm"}
+            response = httpx.post(live.http_url + "/invocations", json=body, timeout=WAIT_S)
+            assert response.status_code == 200
+            assert len(response.content) // 2 > 0
+            return _wait_idle(live).completed - before
+
+        assert jobs(stream=True) >= 2
+        assert jobs(stream=False) == 1

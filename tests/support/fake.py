@@ -28,6 +28,7 @@ from koe.engine.base import (
     Utterance,
     drain,
 )
+from koe.engine.onnx.windowing import MIN_WINDOWED_FRAMES
 from koe.engine.timing import FRAME_SAMPLES, SegmentTiming, WordSpan
 from koe.engine.vocab import tokenize, vocabulary
 from koe.engine.voices import STYLE_ROWS, STYLE_WIDTH, VOICES, VoiceBank
@@ -167,7 +168,8 @@ class FakeEngine:
 
 
 class FakeStream(Iterator[StreamEvent]):
-    """The timing first, then the audio: whole, or :data:`WINDOW_FRAMES` frames a step."""
+    """The timing first, then the audio: whole, or :data:`WINDOW_FRAMES` frames a step (a segment the ONNX
+    engine would find too short to window, whole)."""
 
     def __init__(
         self,
@@ -202,7 +204,8 @@ class FakeStream(Iterator[StreamEvent]):
             return SegmentTiming(self._request.phonemes, self._engine.durations(self._request))
         if self._buffered_s is not None:
             self._buffered_s()  # read as the real decoder does (from a worker thread)
-        end = min(self._frames, self._position + WINDOW_FRAMES) if self._windowed else self._frames
+        windows = self._windowed and self._frames >= MIN_WINDOWED_FRAMES
+        end = min(self._frames, self._position + WINDOW_FRAMES) if windows else self._frames
         self._engine.work(self._request)
         audio = self._engine.audio(self._request, self._ids, self._position, end)
         chunk = AudioChunk(audio, self._position * FRAME_SAMPLES)

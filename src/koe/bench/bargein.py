@@ -1,7 +1,9 @@
 """Barge-in: cancel a turn at a random moment after its first audio and time how fast the audio stops.
 
 Each run opens one turn (the whole answer, then ``flush``), waits for its first audio frame, waits a
-random delay, sends ``cancel``, and notes when ``cancelled`` arrives and when the last audio frame did.
+random delay, sends ``cancel``, and notes when ``cancelled`` arrives and when the last audio frame did, and
+how much audio the client held unplayed when it cancelled (the server sends ahead of playback: a player
+must drop that much at once for the barge-in to be heard).
 It then listens a little longer: any audio after ``cancelled`` breaks the protocol's promise and is
 counted (it must stay 0).
 """
@@ -15,8 +17,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from koe.bench.stats import Chunk, simulate_playback
 from koe.client.websocket import StreamClient, stream_url
 from koe.errors import UpstreamError
+from koe.types import SAMPLE_RATE
 from koe.wire.messages import Cancelled, Error
 
 #: The cancel comes this long after the first audio, drawn uniformly (seeded): early and mid-segment.
@@ -24,6 +28,7 @@ CANCEL_DELAY_S = (0.05, 1.5)
 #: How long to keep listening after ``cancelled`` for stray audio of the cancelled turn.
 LISTEN_AFTER_S = 0.3
 _WAIT_S = 120.0
+_PCM16_BYTES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +36,7 @@ class BargeIn:
     delay_s: float  # from first audio to sending cancel
     cancel_to_cancelled_s: float
     cancel_to_last_audio_s: float  # 0 when no audio frame arrived after the cancel was sent
+    unplayed_at_cancel_s: float  # audio received but not yet played (real-time player) at the cancel
     audio_after_cancelled: int  # frames received after ``cancelled`` (must be 0)
 
 
@@ -41,6 +47,7 @@ async def barge_in(client: StreamClient, answer: str, delay_s: float) -> BargeIn
     last_audio = 0.0
     cancelled_at: float | None = None
     after_cancelled = 0
+    received: list[Chunk] = []
 
     async def read() -> None:
         nonlocal last_audio, cancelled_at, after_cancelled
@@ -48,6 +55,7 @@ async def barge_in(client: StreamClient, answer: str, delay_s: float) -> BargeIn
             message = await client.receive()
             now = time.monotonic()
             if isinstance(message, bytes):
+                received.append(Chunk(now, len(message) / (_PCM16_BYTES * SAMPLE_RATE)))
                 last_audio = now
                 first_audio.set()
                 after_cancelled += cancelled.is_set()
@@ -66,6 +74,7 @@ async def barge_in(client: StreamClient, answer: str, delay_s: float) -> BargeIn
         await asyncio.sleep(delay_s)
         sent_at = time.monotonic()
         await client.cancel()
+        playback_ends = simulate_playback(received).ends_at
         async with asyncio.timeout(_WAIT_S):
             await _unless_failed(cancelled.wait(), reader)
         await asyncio.sleep(LISTEN_AFTER_S)
@@ -75,7 +84,14 @@ async def barge_in(client: StreamClient, answer: str, delay_s: float) -> BargeIn
     if not reader.cancelled() and (error := reader.exception()) is not None:
         raise UpstreamError(f"the barge-in session failed: {error}") from error
     assert cancelled_at is not None  # set before cancelled.wait() returned
-    return BargeIn(delay_s, cancelled_at - sent_at, max(0.0, last_audio - sent_at), after_cancelled)
+    assert playback_ends is not None  # the first audio came before the cancel
+    return BargeIn(
+        delay_s,
+        cancelled_at - sent_at,
+        max(0.0, last_audio - sent_at),
+        max(0.0, playback_ends - sent_at),
+        after_cancelled,
+    )
 
 
 async def _unless_failed(waiting: Coroutine[Any, Any, object], reader: asyncio.Task[None]) -> None:

@@ -19,7 +19,7 @@ _stderr = Console(stderr=True)
 #: Piped output gets wide tables rather than 80 columns of wrapped cells.
 _PIPED_WIDTH = 120
 #: Scenarios that ``koe bench --only`` runs alone, each writing a report of its own.
-ALONE = ("reading", "languages")
+ALONE = ("reading", "languages", "first-audio")
 
 
 def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,7 +47,13 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "--only",
         choices=ALONE,
         help="one scenario alone: reading (the LLM-English corpus, heard by ASR), languages (streamed ja/es"
-        " answers vs en)",
+        " answers vs en), first-audio (whole and streamed texts against the peer servers)",
+    )
+    parser.add_argument(
+        "--peer-python",
+        type=Path,
+        help="the interpreter of fastkokoro's environment, for the first-audio scenario (default "
+        ".venv-peers/bin/python, made by `make bench-peers`; missing, that peer is left out)",
     )
     parser.set_defaults(handler=_run_bench)
 
@@ -79,6 +85,7 @@ def _run_bench(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         max_sessions=args.max_sessions,
         ttfa_threshold_s=args.ttfa_threshold,
+        peer_python=args.peer_python,
         only=args.only,
     )
     if config.only == "languages":
@@ -93,6 +100,8 @@ def _run_bench(args: argparse.Namespace) -> int:
         _stderr.print("wrote " + ", ".join(str(p) for p in report.write_reading(alone, config.out).values()))
         report.print_sections([report.reading_section(alone["reading"])], console)
         return 0
+    if config.only == "first-audio":
+        return _run_first_audio(config)
     results, traces = run(config, command)
     paths = report.write(results, traces, config.out)
     report.print_tables(results, console)
@@ -130,6 +139,20 @@ def _run_languages(config: Any) -> int:
     path = config.out / languages.JSON_NAME
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     report.print_sections([report.Section(*languages.table(results["languages"]))], _console())
+    _stderr.print(f"wrote {path}")
+    return 0
+
+
+def _run_first_audio(config: Any) -> int:
+    import json
+
+    from koe.bench import firstaudio, report
+
+    results = firstaudio.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
+    config.out.mkdir(parents=True, exist_ok=True)
+    path = config.out / firstaudio.JSON_NAME
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    report.print_sections([report.Section(*firstaudio.table(results))], _console())
     _stderr.print(f"wrote {path}")
     return 0
 

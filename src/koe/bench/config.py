@@ -35,6 +35,8 @@ TTFA_THRESHOLD_S = 1.5
 #: A quick run reads this many corpus texts (spread over the groups) instead of the whole corpus.
 QUICK_READING_SAMPLE = 2
 ENGINE_SIZES = (16, 32, 64, 128, 256, 384, 500)
+#: The interpreter of the peer servers' own environment (``make bench-peers``).
+PEER_PYTHON = Path(".venv-peers/bin/python")
 QUICK_ENGINE_SIZES = (16, 64, 128)
 
 
@@ -48,6 +50,7 @@ class BenchConfig:
         barge_ins: cancels in the barge-in scenario (p95 from 20 on).
         max_sessions: the largest capacity level tried.
         capacity_rounds: rounds of each capacity level (it passes when most of them do).
+        peer_python: the interpreter of fastkokoro's environment (missing: that peer is left out).
         opener_rounds: rounds over the openers in the openers scenario.
         cold_repeats: fresh processes of each kind in the cold-start scenario (0: skipped).
         reading_sample: corpus texts the reading scenario speaks (``None``: all of them).
@@ -70,6 +73,7 @@ class BenchConfig:
     opener_rounds: int = 3
     cold_repeats: int = 3
     seed: int = 7
+    peer_python: Path = PEER_PYTHON
     reading_sample: int | None = None
     only: str | None = None
 
@@ -104,6 +108,7 @@ class BenchConfig:
         repeats: int | None = None,
         max_sessions: int | None = None,
         ttfa_threshold_s: float | None = None,
+        peer_python: Path | None = None,
         only: str | None = None,
     ) -> BenchConfig:
         """Full or quick defaults, then the given overrides (``None`` keeps the default)."""
@@ -128,4 +133,5 @@ class BenchConfig:
             repeats=config.repeats if repeats is None else repeats,
             max_sessions=config.max_sessions if max_sessions is None else max_sessions,
             ttfa_threshold_s=config.ttfa_threshold_s if ttfa_threshold_s is None else ttfa_threshold_s,
+            peer_python=config.peer_python if peer_python is None else peer_python,
         )

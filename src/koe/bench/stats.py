@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,17 +48,40 @@ def summarize(values: Sequence[float]) -> Summary:
     return Summary(len(values), statistics.median(values), p95, min(values), max(values))
 
 
+def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric field of ``runs`` as a summary (fields that are ``None`` in every run are left out)."""
+    out: dict[str, Any] = {}
+    for key in runs[0]:
+        values = [r[key] for r in runs if r[key] is not None]
+        if values:
+            out[key] = asdict(summarize(values))
+    return out
+
+
 def worst_case(summary: Summary) -> float:
     """p95 where it is reported, else the maximum: the stricter figure for a pass/fail threshold."""
     return summary.p95 if summary.p95 is not None else summary.max
 
 
+#: A sample this loud (−40 dBFS) is speech: a segment's lead-in stays below −80 dBFS until a few frames
+#: before the voice starts, so "first speech" is not thrown by the lead-in's noise floor.
+SPEECH_LEVEL = 10 ** (-40 / 20)
+
+
+def onset_s(samples: np.ndarray, sample_rate: int) -> float | None:
+    """Seconds into mono ``samples`` (full scale ±1) of the first sample of speech (``None``: silent)."""
+    loud = np.flatnonzero(np.abs(samples) >= SPEECH_LEVEL)
+    return float(loud[0]) / sample_rate if loud.size else None
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Audio that became available to the listener at ``at`` seconds, lasting ``duration_s``."""
+    """Audio that became available to the listener at ``at`` seconds, lasting ``duration_s``; its speech
+    starts ``onset_s`` into it (``None``: silent, or not known)."""
 
     at: float
     duration_s: float
+    onset_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +92,8 @@ class Playback:
     ends_at: float | None
     played: tuple[tuple[float, float], ...]
     gaps: tuple[tuple[float, float], ...]
+    #: when the listener first hears speech, not the silence before it (``None``: no chunk says)
+    first_speech_at: float | None = None
 
     @property
     def gap_count(self) -> int:
@@ -91,6 +117,7 @@ def simulate_playback(chunks: Iterable[Chunk], min_gap_s: float = MIN_GAP_S) -> 
     played: list[tuple[float, float]] = []
     gaps: list[tuple[float, float]] = []
     cursor: float | None = None  # when the speaker finishes what it has been given so far
+    first_speech: float | None = None
     for chunk in sorted((c for c in chunks if c.duration_s > 0), key=lambda c: c.at):
         if cursor is None:
             cursor = chunk.at
@@ -100,11 +127,13 @@ def simulate_playback(chunks: Iterable[Chunk], min_gap_s: float = MIN_GAP_S) -> 
         else:
             cursor = max(cursor, chunk.at)
         start, cursor = cursor, cursor + chunk.duration_s
+        if first_speech is None and chunk.onset_s is not None:
+            first_speech = start + chunk.onset_s
         if played and played[-1][1] >= start:
             played[-1] = (played[-1][0], cursor)
         else:
             played.append((start, cursor))
-    return Playback(played[0][0] if played else None, cursor, tuple(played), tuple(gaps))
+    return Playback(played[0][0] if played else None, cursor, tuple(played), tuple(gaps), first_speech)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,9 +25,12 @@ _POLL_S = 0.1
 
 
 def wait_ready(
-    base_url: str, timeout_s: float = READY_TIMEOUT_S, alive: Callable[[], bool] = lambda: True
+    base_url: str,
+    timeout_s: float = READY_TIMEOUT_S,
+    alive: Callable[[], bool] = lambda: True,
+    path: str = "/ping",
 ) -> None:
-    """Block until ``GET /ping`` answers 200 (giving up early once ``alive()`` says the server died).
+    """Block until ``GET path`` answers 200 (giving up early once ``alive()`` says the server died).
 
     Raises:
         UpstreamError: no 200 within ``timeout_s``, or the server stopped.
@@ -36,16 +39,14 @@ def wait_ready(
     last = "no answer"
     while time.monotonic() < deadline and alive():
         try:
-            response = httpx.get(base_url + "/ping", timeout=5.0)
+            response = httpx.get(base_url + path, timeout=5.0)
             if response.status_code == 200:
                 return
             last = f"{response.status_code} {response.text[:120]}"
         except httpx.TransportError as exc:
             last = str(exc)
         time.sleep(_POLL_S)
-    raise UpstreamError(
-        f"the koe server at {base_url} did not become ready (waited ≤ {timeout_s:g} s): {last}"
-    )
+    raise UpstreamError(f"the server at {base_url} did not become ready (waited ≤ {timeout_s:g} s): {last}")
 
 
 @contextmanager

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import numpy as np
 
 from koe.agent.replay import ReplayPace, ReplaySource
-from koe.bench.stats import Chunk, Playback, simulate_playback
+from koe.bench.stats import Chunk, Playback, onset_s, simulate_playback
 from koe.client.websocket import StreamClient, stream_url
 from koe.errors import UpstreamError
 from koe.types import SAMPLE_RATE
@@ -65,6 +66,7 @@ class TurnTrace:
         playback = self.playback
         return {
             "first_audio_s": self.first_audio_s,
+            "first_speech_s": playback.first_speech_at,
             "first_audio_after_sentence_s": (
                 None if self.first_sentence_at is None else self.first_audio_s - self.first_sentence_at
             ),
@@ -89,7 +91,7 @@ class TurnTrace:
         }
 
 
-class _Clock:
+class Clock:
     def __init__(self) -> None:
         self.start = time.monotonic()
 
@@ -101,6 +103,29 @@ def _pcm_seconds(frame: bytes) -> float:
     return len(frame) / (_PCM16_BYTES * SAMPLE_RATE)
 
 
+def pcm_chunk(at: float, pcm16: bytes) -> Chunk:
+    """24 kHz 16-bit ``pcm16`` that reached the listener at ``at``: its length and where its speech starts."""
+    samples = np.frombuffer(pcm16[: len(pcm16) // _PCM16_BYTES * _PCM16_BYTES], dtype="<i2") / 32768
+    return Chunk(at, _pcm_seconds(pcm16), onset_s(samples, SAMPLE_RATE))
+
+
+class PcmReader:
+    """A byte stream of 16-bit PCM into ``trace``'s chunks, timed on arrival from ``starts_at`` (monotonic);
+    a sample split across two reads is kept for the next."""
+
+    def __init__(self, trace: TurnTrace, starts_at: float) -> None:
+        self._trace = trace
+        self._starts_at = starts_at
+        self._carry = b""
+
+    def add(self, data: bytes) -> None:
+        data = self._carry + data
+        whole = len(data) // _PCM16_BYTES * _PCM16_BYTES
+        self._carry = data[whole:]
+        if whole:
+            self._trace.chunks.append(pcm_chunk(time.monotonic() - self._starts_at, data[:whole]))
+
+
 def split_sentences(text: str) -> tuple[list[str], str]:
     """The AWS sample's split of streamed text: (complete sentences, the unfinished rest).
 
@@ -110,8 +135,8 @@ def split_sentences(text: str) -> tuple[list[str], str]:
     return [sentence for sentence in complete if sentence.strip()], rest
 
 
-async def _stream_answer(
-    answer: str, pace: ReplayPace, trace: TurnTrace, clock: _Clock, on_token: Callable[[str], Awaitable[None]]
+async def stream_answer(
+    answer: str, pace: ReplayPace, trace: TurnTrace, clock: Clock, on_token: Callable[[str], Awaitable[None]]
 ) -> None:
     """Feed the simulated LLM's tokens to ``on_token``, noting when each (and the first sentence) came."""
     end = _SENTENCE_END.search(answer)
@@ -135,15 +160,15 @@ async def batch_turn(base_url: str, answer: str, pace: ReplayPace, voice: str) -
         parts.append(token)
 
     async with httpx.AsyncClient(base_url=base_url, timeout=TURN_TIMEOUT_S) as http:
-        clock = _Clock()
-        await _stream_answer(answer, pace, trace, clock, collect)
+        clock = Clock()
+        await stream_answer(answer, pace, trace, clock, collect)
         body = {"text": "".join(parts), "voice": voice, "stream": False, "format": "pcm"}
         response = await http.post("/invocations", json=body)
         if response.status_code != 200:
             raise UpstreamError(f"batch request failed with {response.status_code}: {response.text[:200]}")
         trace.done_at = clock.now()
     trace.segments.append(trace.done_at)
-    trace.chunks.append(Chunk(trace.done_at, _pcm_seconds(response.content)))
+    trace.chunks.append(pcm_chunk(trace.done_at, response.content))
     return trace
 
 
@@ -152,7 +177,7 @@ async def aws_sample_turn(base_url: str, answer: str, pace: ReplayPace, voice: s
     trace = TurnTrace("aws_sample")
     client = await StreamClient.connect(stream_url(base_url, voice=voice))
     try:
-        clock = _Clock()
+        clock = Clock()
         pending = ""
         sent = 0
 
@@ -168,12 +193,12 @@ async def aws_sample_turn(base_url: str, answer: str, pace: ReplayPace, voice: s
                 await send(sentence)
 
         async def writer() -> None:
-            await _stream_answer(answer, pace, trace, clock, on_token)
+            await stream_answer(answer, pace, trace, clock, on_token)
             if pending.strip():
                 await send(pending)
 
         async def reader(writing: asyncio.Task[None]) -> None:
-            held, completed = 0.0, 0
+            held, completed = bytearray(), 0
             # the writer may finish while we wait for audio: wait for whichever comes first
             incoming = asyncio.ensure_future(client.receive())
             try:
@@ -186,12 +211,12 @@ async def aws_sample_turn(base_url: str, answer: str, pace: ReplayPace, voice: s
                         continue
                     message, incoming = incoming.result(), asyncio.ensure_future(client.receive())
                     if isinstance(message, bytes):
-                        held += _pcm_seconds(message)
+                        held += message
                     elif isinstance(message, SynthesisComplete):
                         at = clock.now()
                         trace.segments.append(at)
-                        trace.chunks.append(Chunk(at, held))
-                        held, completed = 0.0, completed + 1
+                        trace.chunks.append(pcm_chunk(at, bytes(held)))
+                        held, completed = bytearray(), completed + 1
                     elif isinstance(message, Error):
                         raise UpstreamError(f"the server answered {message.code}: {message.message}")
             finally:
@@ -212,7 +237,7 @@ async def koe_turn(
     trace = TurnTrace(strategy)
     client = await StreamClient.connect(stream_url(base_url, voice=voice))
     try:
-        clock = _Clock()
+        clock = Clock()
 
         async def writer() -> None:
             if pace is None:
@@ -220,14 +245,14 @@ async def koe_turn(
                 trace.first_sentence_at = clock.now()
                 await client.append(answer)
             else:
-                await _stream_answer(answer, pace, trace, clock, client.append)
+                await stream_answer(answer, pace, trace, clock, client.append)
             await client.flush()
 
         async def reader(writing: asyncio.Task[None]) -> None:
             while True:
                 message = await client.receive()
                 if isinstance(message, bytes):
-                    trace.chunks.append(Chunk(clock.now(), _pcm_seconds(message)))
+                    trace.chunks.append(pcm_chunk(clock.now(), message))
                 elif isinstance(message, SegmentStart):
                     trace.segments.append(clock.now())
                 elif isinstance(message, Flushed):

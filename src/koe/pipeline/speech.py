@@ -34,6 +34,7 @@ from koe.g2p.base import G2P
 from koe.g2p.chunk import split_phonemes
 from koe.g2p.registry import G2PRegistry
 from koe.pipeline.params import validate_lang
+from koe.pipeline.seams import Trim, trim
 from koe.pipeline.voice import Voice, resolve_voice
 from koe.settings import Settings
 from koe.text.languages.lookup import segmenter_for
@@ -247,19 +248,27 @@ class _Words:
         self.timed: list[WordTiming] = []
         self._samples = 0
 
-    def add(self, piece: PhonemePiece, timing: SegmentTiming) -> None:
-        offset_s = self._samples / SAMPLE_RATE
+    def add(self, piece: PhonemePiece, timing: SegmentTiming, kept: Trim) -> None:
+        """The piece's words, its audio kept as ``kept`` says (its silent edges trimmed)."""
+        offset_s = self._samples / SAMPLE_RATE - kept.start_s
         self.timed += (
             WordTiming(w.text_start, w.text_end, w.start_s + offset_s, w.end_s + offset_s)
             for w in timing.words(piece.words)
         )
-        self._samples += timing.samples
+        self._samples += kept.samples
 
 
 @dataclass(slots=True)
 class _Piece:
     stream: UtteranceStream
     pending: deque[Audio]  # audio its stream produced while it was being opened (engines without timing)
+    trim: Trim | None  # what of it is kept at the joins (None: the engine gives no timing to tell)
+    position: int = 0  # samples of the stream's audio seen so far
+
+    def kept(self, audio: Audio) -> Audio:
+        """``audio``, the stream's next samples, less what the joins trim."""
+        offset, self.position = self.position, self.position + audio.size
+        return audio if self.trim is None else self.trim.apply(audio, offset)
 
 
 class SegmentDecode:
@@ -267,8 +276,10 @@ class SegmentDecode:
 
     :meth:`open` does G2P and each phoneme piece's first step — with timings, that is all of the segment's
     words — then :meth:`next_audio` returns the audio: all of it at once, or with ``windowed`` one bounded
-    piece per call (the engine's windows, sized from ``buffered_s``) until :attr:`done`. Once ``cancel`` is
-    set no step decodes anything more. Not thread-safe: one caller at a time.
+    piece per call (the engine's windows, sized from ``buffered_s``) until :attr:`done`. Each piece's
+    silent edges are trimmed to what a pause lasts inside one utterance (:mod:`koe.pipeline.seams`), so
+    segments join as whole-text synthesis would. Once ``cancel`` is set no step decodes anything more. Not
+    thread-safe: one caller at a time.
     """
 
     def __init__(
@@ -315,11 +326,13 @@ class SegmentDecode:
             if first is None:  # nothing the model can say, or cancelled
                 continue
             pending: deque[Audio] = deque()
+            kept: Trim | None = None
             if isinstance(first, SegmentTiming):
-                words.add(piece, first)
+                kept = trim(first)
+                words.add(piece, first, kept)
             else:
                 pending.append(first.audio)
-            self._pieces.append(_Piece(stream, pending))
+            self._pieces.append(_Piece(stream, pending, kept))
         return words.timed
 
     def requests(self) -> list[SynthesisRequest]:
@@ -332,10 +345,15 @@ class SegmentDecode:
         """The segment's words and audio from the engine's answers to :meth:`requests`, in their order."""
         self._pieces = deque()  # decoded: nothing is left to step through
         words = _Words()
+        parts: list[Audio] = []
         for piece, utterance in zip(self._planned, utterances, strict=True):
+            audio = utterance.audio
             if utterance.timing is not None:
-                words.add(piece, utterance.timing)
-        parts = [utterance.audio for utterance in utterances if utterance.audio.size]
+                kept = trim(utterance.timing)
+                words.add(piece, utterance.timing, kept)
+                audio = kept.apply(audio, 0)
+            if audio.size:
+                parts.append(audio)
         audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
         return words.timed, audio
 
@@ -356,7 +374,9 @@ class SegmentDecode:
             if event is None:  # the piece is spoken, or cancelled
                 self._pieces.popleft()
             elif not isinstance(event, SegmentTiming):  # a piece's timing is its first event only
-                parts.append(event.audio)
+                audio = head.kept(event.audio)
+                if audio.size:
+                    parts.append(audio)
         while self._pieces and self._pieces[0].stream.done and not self._pieces[0].pending:
             self._pieces.popleft()  # so that the caller knows this was the last step
         if not parts:

@@ -84,7 +84,12 @@ class SegmentStream:
         segmenter: a fresh segmenter for this turn.
         lookahead: segments queued or running at once.
         windowed: each segment a chain of one-window jobs, its audio in parts.
-        cache: the server's segment cache: hits are replayed, whole decodes stored (windowed ones are not).
+        windowed_first: the turn's first segment so (its first audio then waits for stage A and one
+            window, not the whole segment), the others whole unless ``windowed``.
+        paced: cut lengths follow the listener's buffer (short first segments); off, segments end where the
+            segmenter's own rules end them (a complete body, where nobody waits for the first one).
+        cache: the server's segment cache: hits are replayed, whole decodes stored (a segment decoded in
+            several windows is not).
         batch: whole segments go to this batch group (:mod:`koe.pipeline.batch`) instead of one job each.
     """
 
@@ -99,6 +104,8 @@ class SegmentStream:
         *,
         lookahead: int,
         windowed: bool = False,
+        windowed_first: bool = False,
+        paced: bool = True,
         cache: SegmentCache | None = None,
         batch: BatchGroup[SegmentJob, Part] | None = None,
     ) -> None:
@@ -110,6 +117,8 @@ class SegmentStream:
         self._segmenter = segmenter
         self._lookahead = lookahead
         self._windowed = windowed
+        self._windowed_first = windowed or windowed_first
+        self._paced = paced
         self._batch = None if windowed else batch
         #: the cost model counts English characters; one of this language's is this many of them
         self._weight = rules_for(voice.lang).chars_per_char
@@ -239,17 +248,18 @@ class SegmentStream:
             estimate = self._cost.audio_s(self._chars(segment), self.voice.speed)
             progress = self.listener.track(estimate)
             cancel = threading.Event()
+            windowed = self._windowed_first if segment.index == 0 else self._windowed
             job = SegmentJob(
                 self._speech,
                 segment,
                 self.voice,
                 cancel,
-                windowed=self._windowed,
-                buffered_s=self.listener.buffered_s if self._windowed else None,
+                windowed=windowed,
+                buffered_s=self.listener.buffered_s if windowed else None,
             )
             due = {"deadline": self.listener.deadline(progress), "cost_s": self._cost.synthesis_s(estimate)}
             try:
-                if self._batch is not None:  # whole segments share engine calls with other sessions'
+                if self._batch is not None and not windowed:  # whole segments share engine calls
                     first = self._scheduler.submit_batched(job, self._batch, **due, admit=not self._admitted)
                 else:
                     first = self._scheduler.submit(job.step, **due, admit=not self._admitted)
@@ -257,7 +267,7 @@ class SegmentStream:
                 self.listener.forget(progress)
                 raise
             self._admitted = True
-            item = _InFlight(job, progress, cancel, key=None if self._windowed else key)
+            item = _InFlight(job, progress, cancel, key=key)
             item.driver = asyncio.get_running_loop().create_task(
                 self._drive(item, first), name=f"koe-segment-{segment.index}"
             )
@@ -275,7 +285,8 @@ class SegmentStream:
         self._in_flight.append(item)
 
     def _store(self, item: _InFlight, part: Part) -> None:
-        """Keep a whole decode that ran to its end; a cancelled one may be cut short, so it is not kept."""
+        """Keep a whole decode (one part: a windowed segment too short to window is one) that ran to its end;
+        a cancelled one may be cut short, so it is not kept."""
         cache, key, job = self._cache, item.key, item.job
         if cache is None or key is None or job is None or not part.first or item.cancel.is_set():
             return
@@ -283,7 +294,9 @@ class SegmentStream:
 
     def _cut_one(self) -> Segment | None:
         if not self._cut:
-            if not self._windowed:  # windowed, a segment of any length starts as soon as a short one
+            # windowed, a segment of any length starts as soon as a short one would: no hint
+            windowed = self._windowed_first if self.first_cut_at is None else self._windowed
+            if self._paced and not windowed:
                 hint = max(
                     MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
                 )

@@ -1,9 +1,10 @@
 """The loaded model and the shared scheduler: what every transport opens its turns' streams from.
 
 One :class:`Synthesizer` per server. It is also the one place that decides whether a turn's segments are
-decoded in windows: when the server asks for it (``Settings.windowed``), the engine can
-(``capabilities.windowed``), and the transport plays audio as it arrives (not a complete file). Segments
-that decode whole share engine calls across sessions when the server was given a batch group.
+decoded in windows: when the server asks for it (``Settings.windowed`` for every segment,
+``Settings.windowed_first`` for a turn's first), the engine can (``capabilities.windowed``), and the
+transport plays audio as it arrives (not a complete file). Segments that decode whole share engine calls
+across sessions when the server was given a batch group.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Synthesizer:
         observer: the metrics.
         lookahead: segments of one turn queued or running at once.
         windowed: streamed segments decode in windows, where the engine can.
+        windowed_first: a streamed turn's first segment does (its first audio then comes after stage A and
+            one window instead of the whole segment; docs/engine.md says what it costs in quality).
         cache: segments said before, shared by every turn (disabled unless given).
         batch: whole segments of every turn share engine calls in this group (an engine that shares
             passes; :func:`koe.pipeline.batch.segment_batches`); ``None``: one job per segment.
@@ -45,6 +48,7 @@ class Synthesizer:
     observer: Observer
     lookahead: int = 1
     windowed: bool = False
+    windowed_first: bool = False
     cache: SegmentCache = field(default_factory=lambda: SegmentCache(0))
     batch: BatchGroup[SegmentJob, Part] | None = None
 
@@ -52,10 +56,19 @@ class Synthesizer:
         """Raises ``VoiceError`` or ``ConfigError`` for a bad voice, speed or accent."""
         return self.speech.voice(spec, speed, lang)
 
-    def stream(self, voice: Voice, listener: Listener, *, whole: bool = False) -> SegmentStream:
+    @property
+    def first_windowed(self) -> bool:
+        """A streamed turn's first segment decodes in windows (and is cut without a length hint)."""
+        return (self.windowed or self.windowed_first) and self.speech.engine.capabilities.windowed
+
+    def stream(
+        self, voice: Voice, listener: Listener, *, whole: bool = False, complete: bool = False
+    ) -> SegmentStream:
         """A new turn's stream for ``listener``; ``whole`` when the transport needs each segment in one
-        part (a complete file, an agent segment announced with its duration)."""
-        windowed = self.windowed and not whole and self.speech.engine.capabilities.windowed
+        part (an agent segment announced with its duration), ``complete`` when it sends one complete body
+        (nothing is heard before the end: segments are cut where the text's own boundaries fall, never
+        shortened for an early start, so the audio is what the streamed turn's would be at its best)."""
+        streamed = not (whole or complete)
         return SegmentStream(
             self.speech,
             self.scheduler,
@@ -64,7 +77,9 @@ class Synthesizer:
             listener,
             segmenter_for(voice.lang),
             lookahead=self.lookahead,
-            windowed=windowed,
+            windowed=streamed and self.windowed and self.speech.engine.capabilities.windowed,
+            windowed_first=streamed and self.first_windowed,
+            paced=not complete,
             cache=self.cache,
             batch=self.batch,
         )

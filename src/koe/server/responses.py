@@ -57,7 +57,7 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float, 
         with field_named("voice"):
             voice = synthesizer.voice(request.voice, request.speed, request.lang)
         voice.check_script(request.text)  # a 400 now rather than failed segments later
-        stream = synthesizer.stream(voice, Listener(), whole=_is_whole(request))
+        stream = synthesizer.stream(voice, Listener(), complete=_is_whole(request))
         stream.add(request.text)
         stream.finish()
         stream.start()

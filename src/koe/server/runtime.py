@@ -114,6 +114,7 @@ class Runtime:
             self.metrics,
             lookahead=self.settings.segments_ahead,
             windowed=self.settings.windowed,
+            windowed_first=self.settings.windowed_first,
             cache=self.cache,
             batch=self._batches(speech),
         )
@@ -131,6 +132,8 @@ class Runtime:
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice
+        if self.settings.windowed or self.settings.windowed_first:
+            speech.engine.prepare(speech.voices.resolve(voice))  # the default voice windows from the start
         samples = []
         for text in _WARMUP_TEXTS:
             started = time.perf_counter()

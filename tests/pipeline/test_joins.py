@@ -1,0 +1,41 @@
+"""Segments joined by the pipeline pause as Kokoro does inside one utterance (the real model)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from koe.engine.base import SynthesisRequest
+from koe.engine.timing import FRAME_SAMPLES
+from koe.pipeline.speech import Speech
+from koe.text.segment import Segmenter
+from koe.types import Audio
+from support import Transcriber, words
+
+TEXT = "The ride takes about half an hour. Get off at Harbor Street and walk east."
+#: Below this a frame counts as silence (Kokoro's pads sit at -80 dBFS and lower).
+SILENCE_DB = -60.0
+
+
+def _silences_ms(audio: Audio) -> list[int]:
+    """Runs of silent frames, in milliseconds, in order (the leading silence first)."""
+    frames = audio[: audio.size // FRAME_SAMPLES * FRAME_SAMPLES].reshape(-1, FRAME_SAMPLES)
+    quiet = 20 * np.log10(np.sqrt((frames.astype(np.float64) ** 2).mean(axis=1)) + 1e-12) < SILENCE_DB
+    return [25 * len(list(run)) for silent, run in itertools.groupby(quiet) if silent]
+
+
+def test_segments_join_with_the_pauses_of_whole_text_synthesis(
+    speech: Speech, transcribe: Transcriber
+) -> None:
+    segmenter = Segmenter()
+    assert len([*segmenter.feed(TEXT), *segmenter.flush()]) == 2  # one join to listen to
+    joined = speech.synthesize(TEXT, voice="af_heart")
+    style = speech.voices.resolve("af_heart")
+    (phonemes,) = speech.phonemize(TEXT)
+    whole = speech.engine.synthesize(SynthesisRequest(phonemes, style))
+    joined_pauses, whole_pauses = _silences_ms(joined), _silences_ms(whole)
+    assert max(joined_pauses) <= max(whole_pauses) + 100  # no join pauses longer than whole text's
+    assert joined_pauses[0] < whole_pauses[0]  # and the leading silence before the first word is cut
+    assert 0.9 * whole.size <= joined.size <= 1.05 * whole.size
+    assert words(transcribe(joined)) == words(TEXT)

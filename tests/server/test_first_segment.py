@@ -1,0 +1,38 @@
+"""A turn's first segment decoded in windows (the default) through the real model: cut without a length
+hint, it reads as the whole decode of the same segment does, lasts as long, and is really decoded another
+way (the audio differs)."""
+
+from __future__ import annotations
+
+import numpy as np
+from websockets.asyncio.client import connect
+
+from koe.pipeline.speech import Speech
+from live_server import ServerFactory
+from support import Transcriber, words
+from ws_events import Event, audio, messages, of_type, run, send, until
+
+VOICE = "af_heart"
+#: An agent's opener: one segment, long enough (> 100 frames) to be decoded in windows.
+SENTENCE = "Sure, I can help you reset your password in just a minute."
+
+
+def test_a_first_segment_decoded_in_windows_reads_as_the_whole_decode_and_lasts_as_long(
+    speech: Speech, serve_app: ServerFactory, transcribe: Transcriber
+) -> None:
+    speech.engine.prepare(speech.voices.resolve(VOICE))  # calibrated, so the first segment windows
+    with serve_app() as live:
+
+        async def main() -> list[Event]:
+            async with connect(live.ws_url + f"/v1/stream?voice={VOICE}") as ws:
+                await send(ws, {"type": "append", "text": SENTENCE})
+                await send(ws, {"type": "flush"})
+                return await until(ws, of_type("flushed"))
+
+        events = run(main)
+    assert [m["text"] for m in messages(events) if m["type"] == "segment"] == [SENTENCE]  # no hint cut it
+    windowed = np.frombuffer(audio(events), dtype="<i2").astype(np.float32) / 32768
+    whole = speech.synthesize(SENTENCE, voice=VOICE)  # the same segment, decoded whole
+    assert windowed.size == whole.size  # the windows tile the segment's exact length
+    assert np.abs(windowed - whole).max() > 0.01  # decoded another way (beyond 16-bit rounding)
+    assert words(transcribe(windowed)) == words(transcribe(whole)) == words(SENTENCE)
