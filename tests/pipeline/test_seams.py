@@ -38,6 +38,11 @@ def test_the_lead_keeps_its_onset_and_the_tail_a_pause_of_its_kind(phonemes: str
     assert kept.end == (timing.frames - (9 - keep)) * FRAME_SAMPLES
 
 
+def test_a_windowed_opening_keeps_its_whole_lead_and_the_same_tail() -> None:
+    timing = _timing("hˈɛlO.", lead=16, tail=[8, 1])
+    assert trim(timing, keep_lead=True) == Trim(0, trim(timing).end)
+
+
 def test_an_utterance_without_punctuation_keeps_its_short_tail_and_a_short_lead_stays_whole() -> None:
     timing = _timing("hˈɛlO", lead=2, tail=[1])
     assert trim(timing) == Trim(0, timing.samples)  # nothing to trim: already shorter than what is kept

@@ -96,7 +96,12 @@ class FakeEngine:
     ) -> None:
         """``gate``: calls after the first ``gate_after`` wait until it is set (a held worker);
         ``max_batch`` > 1 makes it an engine that shares passes (segments then share calls)."""
-        self.capabilities = Capabilities(word_timings=True, windowed=windowed, max_batch=max_batch)
+        self.capabilities = Capabilities(
+            word_timings=True,
+            windowed=windowed,
+            max_batch=max_batch,
+            min_windowed_frames=MIN_WINDOWED_FRAMES,
+        )
         self.batches: list[int] = []  # requests per synthesize_batch call
         self.description = "fake (scripted tones)"
         self.delay_s = delay_s

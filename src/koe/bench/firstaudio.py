@@ -29,7 +29,7 @@ from koe.agent.replay import ReplayPace
 from koe.bench import fastkokoro, peer
 from koe.bench.config import BenchConfig
 from koe.bench.stats import summarize_runs
-from koe.bench.target import in_process_server
+from koe.bench.target import bench_settings, in_process_server
 from koe.bench.turns import TURN_TIMEOUT_S, Clock, PcmReader, TurnTrace, koe_turn, stream_answer
 from koe.engine.assets import locate
 from koe.errors import UpstreamError
@@ -216,7 +216,7 @@ async def measure(
 def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     """``koe bench --only first-audio``: koe's servers in this process, the peers beside them, the report."""
     started = time.monotonic()
-    settings = Settings.from_env(port=0)
+    settings = bench_settings()
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "command": command,

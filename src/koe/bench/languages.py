@@ -21,10 +21,9 @@ from typing import Any
 from koe.agent.replay import tokenize
 from koe.bench.config import BenchConfig
 from koe.bench.stats import summarize_runs
-from koe.bench.target import in_process_server
+from koe.bench.target import bench_settings, in_process_server
 from koe.bench.turns import TurnTrace, batch_turn, koe_turn
 from koe.pipeline.speech import Speech, SpeechOptions
-from koe.settings import Settings
 
 SCHEMA = "koe-bench-languages/1"
 JSON_NAME = "languages.json"
@@ -143,7 +142,7 @@ def table(result: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[s
 def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     """This scenario alone (``koe bench --only languages``): a server in this process, the JSON report."""
     started = time.monotonic()
-    settings = Settings.from_env(port=0)
+    settings = bench_settings()
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "command": command,

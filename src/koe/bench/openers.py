@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from koe.agent.replay import ReplayPace
 from koe.bench.stats import summarize
-from koe.bench.target import in_process_server
+from koe.bench.target import bench_settings, in_process_server
 from koe.bench.turns import TurnTrace, koe_turn
 from koe.errors import UpstreamError
 from koe.pipeline.precache import BUILTIN_OPENERS
@@ -177,7 +177,7 @@ def main() -> int:
     parser.add_argument("--voice", default="af_heart")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    settings = Settings.from_env(port=0)
+    settings = bench_settings()
     speech = Speech.load(SpeechOptions.from_settings(settings, warmup=False))
     load_avg = os.getloadavg()[0]
     with _servers(settings, speech, args.voice) as urls:

@@ -26,10 +26,9 @@ from koe.bench import corpus
 from koe.bench.asr import Transcriber
 from koe.bench.config import BenchConfig
 from koe.bench.scoring import heard_as_expected
-from koe.bench.target import in_process_server, wait_ready
+from koe.bench.target import bench_settings, in_process_server, wait_ready
 from koe.errors import UpstreamError
 from koe.pipeline.speech import Speech, SpeechOptions
-from koe.settings import Settings
 from koe.types import SAMPLE_RATE
 
 SCHEMA = "koe-bench-reading/1"
@@ -132,7 +131,7 @@ def _server(config: BenchConfig) -> Iterator[str]:
         wait_ready(config.url.rstrip("/"))
         yield config.url.rstrip("/")
         return
-    settings = Settings.from_env(port=0)
+    settings = bench_settings()
     speech = Speech.load(SpeechOptions.from_settings(settings, warmup=False))
     with in_process_server(settings, speech) as url:
         yield url

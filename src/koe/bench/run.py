@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from koe.bench import bargein, capacity, coldstart, engine, firstaudio, languages, openers, peer, reading
 from koe.bench.config import ANSWER, BenchConfig
 from koe.bench.stats import Summary, summarize, summarize_runs, worst_case
-from koe.bench.target import in_process_server, wait_ready
+from koe.bench.target import bench_settings, in_process_server, wait_ready
 from koe.bench.turns import STRATEGIES, TURNS, TurnTrace, koe_turn
 from koe.engine.assets import locate
 from koe.engine.base import SynthesisRequest
@@ -335,7 +335,7 @@ def run(config: BenchConfig, command: str) -> tuple[dict[str, Any], dict[str, Tu
     """
     require_extras()
     started = time.monotonic()
-    settings = Settings.from_env(port=0)
+    settings = bench_settings()
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "command": command,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import httpx
 
@@ -47,6 +48,13 @@ def wait_ready(
             last = str(exc)
         time.sleep(_POLL_S)
     raise UpstreamError(f"the server at {base_url} did not become ready (waited ≤ {timeout_s:g} s): {last}")
+
+
+def bench_settings() -> Settings:
+    """The server's settings as ``koe serve`` reads them, on a free port, with the segment cache off: a
+    benchmark says the same text again and again, and a replay is not synthesis (the openers scenario
+    measures the cache on its own)."""
+    return replace(Settings.from_env(port=0), segment_cache_mb=0.0)
 
 
 @contextmanager

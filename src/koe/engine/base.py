@@ -38,11 +38,13 @@ class Capabilities:
         word_timings: its streams start with a :class:`SegmentTiming` (per-token durations).
         windowed: ``stream(windowed=True)`` decodes window by window (else it decodes whole).
         max_batch: utterances one :meth:`Engine.synthesize_batch` call can share a pass for (1: none).
+        min_windowed_frames: with ``windowed``, an utterance shorter than this still decodes whole.
     """
 
     word_timings: bool = False
     windowed: bool = False
     max_batch: int = 1
+    min_windowed_frames: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,12 @@ class SegmentJob:
     ) -> None:
         self._segment = segment
         self._decode = speech.decode(
-            segment.spoken_text, voice, windowed=windowed, buffered_s=buffered_s, cancel=cancel
+            segment.spoken_text,
+            voice,
+            windowed=windowed,
+            buffered_s=buffered_s,
+            cancel=cancel,
+            opening=segment.is_first,
         )
         self._opened = False
         self.timings: tuple[WordTiming, ...] = ()

@@ -8,7 +8,9 @@ where the first phoneme's onset begins. Inside one utterance the same sentence b
 synthesis pauses 0.15 s, and a listener hears a slow, halting agent; the first segment's lead is also
 0.35 s of silence before the first word. From each utterance's durations (stage A's output) this module
 says what to keep: the lead's last :data:`ONSET_FRAMES`, and of the silent tail what a pause of that kind
-lasts inside one utterance.
+lasts inside one utterance. A turn's first segment decoded in windows keeps its lead: nothing plays before
+it, so the listener hears speech no later for it, and its silence, sent at once, covers the first window's
+decoding (trimmed, the first window would arrive after the 75 ms left had played: a gap before speech).
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ class Trim:
         return kept
 
 
-def trim(timing: SegmentTiming) -> Trim:
-    """What to keep of the utterance ``timing`` times (its phonemes tell how it ends)."""
+def trim(timing: SegmentTiming, *, keep_lead: bool = False) -> Trim:
+    """What to keep of the utterance ``timing`` times (its phonemes tell how it ends); ``keep_lead`` keeps
+    all of its leading silence."""
     durations = timing.durations
     lead = int(durations[0])
     symbols = [symbol for symbol in timing.phonemes if symbol in vocabulary()]
@@ -83,6 +86,6 @@ def trim(timing: SegmentTiming) -> Trim:
         keep_tail = CLAUSE_TAIL_FRAMES
     else:
         keep_tail = WORD_TAIL_FRAMES
-    start = max(0, lead - ONSET_FRAMES)
+    start = 0 if keep_lead else max(0, lead - ONSET_FRAMES)
     end = timing.frames - max(0, tail - keep_tail)
     return Trim(start * FRAME_SAMPLES, max(end, start) * FRAME_SAMPLES)

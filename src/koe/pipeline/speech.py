@@ -194,9 +194,11 @@ class Speech:
         windowed: bool = False,
         buffered_s: BufferedAudio | None = None,
         cancel: threading.Event | None = None,
+        opening: bool = False,
     ) -> SegmentDecode:
-        """One segment's spoken text, ready to run step by step (see :class:`SegmentDecode`)."""
-        return SegmentDecode(self, text, voice, windowed, buffered_s, cancel)
+        """One segment's spoken text, ready to run step by step (see :class:`SegmentDecode`); ``opening``:
+        the turn's first segment (nothing plays before it)."""
+        return SegmentDecode(self, text, voice, windowed, buffered_s, cancel, opening)
 
     def synthesize(
         self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, lang: str | None = None
@@ -290,8 +292,11 @@ class SegmentDecode:
         windowed: bool,
         buffered_s: BufferedAudio | None,
         cancel: threading.Event | None,
+        opening: bool = False,
     ) -> None:
         self._speech = speech
+        #: a windowed opening keeps its first piece's leading silence (koe.pipeline.seams)
+        self._keep_lead = windowed and opening
         self._text = text
         self._voice = voice
         self._windowed = windowed
@@ -328,7 +333,8 @@ class SegmentDecode:
             pending: deque[Audio] = deque()
             kept: Trim | None = None
             if isinstance(first, SegmentTiming):
-                kept = trim(first)
+                windows = first.frames >= engine.capabilities.min_windowed_frames
+                kept = trim(first, keep_lead=self._keep_lead and windows and not self._pieces)
                 words.add(piece, first, kept)
             else:
                 pending.append(first.audio)

@@ -34,6 +34,7 @@ from koe.engine.base import (
 from koe.engine.onnx.decoder import StreamingDecoder
 from koe.engine.onnx.stages import PROBE_PHONEMES, parse
 from koe.engine.onnx.verdict import Verdict, VerdictKey
+from koe.engine.onnx.windowing import MIN_WINDOWED_FRAMES
 from koe.engine.vocab import tokenize
 from koe.errors import AssetError, SynthesisError
 from koe.types import SAMPLE_RATE, Audio, StyleTable
@@ -134,7 +135,9 @@ class OnnxEngine:
         if self.streaming is None:
             self._session()  # the only way it speaks: build it now, and fail now if ONNX Runtime cannot
         self.capabilities = Capabilities(
-            word_timings=self.streaming is not None, windowed=self.streaming is not None
+            word_timings=self.streaming is not None,
+            windowed=self.streaming is not None,
+            min_windowed_frames=MIN_WINDOWED_FRAMES,
         )
         self.description = f"onnx on {', '.join(self.providers)}"
 
