@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -20,10 +17,10 @@ from websockets.exceptions import ConnectionClosed
 
 from koe.app import create_app
 from koe.settings import Settings
-from live_checks import close_code, wait_for, wait_serving
-from live_server import LOOPBACK, ServerFactory, loopback_socket, run_server
+from live_checks import close_code, wait_for
+from live_server import LOOPBACK, ServerFactory, run_server
 from support.fake import FakeEngine, fake_speech
-from support.fake_serve import DELAY_VARIABLE
+from support.fake_serve import fake_serve_process
 from ws_events import WAIT_S, of_type, receive, run, send, until
 
 #: What uvicorn is given to drain in; the process must be gone well within it.
@@ -75,41 +72,15 @@ def test_ping_says_shutting_down_not_loading_once_the_server_has_closed(serve_fa
     }
 
 
-@contextmanager
-def fake_serve_process(log: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``koe serve`` on the fake engine in its own process, ready on /ping; yields it and its URL."""
-    with loopback_socket() as probe:
-        port = probe.getsockname()[1]
-    tests = str(Path(__file__).resolve().parents[1])
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
-        DELAY_VARIABLE: str(ENGINE_CALL_S),
-        "KOE_SHUTDOWN_GRACE_S": str(GRACE_S),
-    }
-    command = [sys.executable, "-m", "support.fake_serve", "--log-level", "INFO"]
-    with log.open("wb") as sink:
-        server = subprocess.Popen(
-            [*command, "serve", "--host", LOOPBACK, "--port", str(port)],
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://{LOOPBACK}:{port}"
-    try:
-        wait_serving(url + "/ping", server, log)
-        yield server, url
-    finally:
-        if server.poll() is None:
-            server.kill()
-        server.wait()
+def _fake_serve(log: Path) -> AbstractContextManager[tuple[subprocess.Popen[bytes], str]]:
+    return fake_serve_process(log, delay_s=ENGINE_CALL_S, settings={"KOE_SHUTDOWN_GRACE_S": str(GRACE_S)})
 
 
 @pytest.mark.server
 def test_sigterm_drains_an_http_stream_in_flight_and_closes_sessions_with_1012(tmp_path: Path) -> None:
     body = {"text": STREAMED, "format": "pcm", "stream": True}
     log = tmp_path / "serve.log"
-    with fake_serve_process(log) as (server, url):
+    with _fake_serve(log) as (server, url):
         whole = httpx.post(url + "/invocations", json=body, timeout=WAIT_S).content  # the same, undisturbed
 
         async def main() -> tuple[bytes, int, int | None]:

@@ -9,14 +9,54 @@ still in flight when a signal arrives.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 
 import koe.app
 from koe.cli import main
+from live_checks import wait_serving
+from live_server import LOOPBACK, loopback_socket
 from support.fake import FakeEngine, fake_speech
 
 #: The environment variable with each fake engine call's delay in seconds.
 DELAY_VARIABLE = "KOE_FAKE_DELAY_S"
+
+
+@contextmanager
+def fake_serve_process(
+    log: Path, *, delay_s: float = 0.0, settings: Mapping[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``koe serve`` on the fake engine in its own process, ready on /ping, its output in ``log``, with
+    ``KOE_*`` ``settings``; yields it and its URL, and kills it if it is still running at the end."""
+    with loopback_socket() as probe:
+        port = probe.getsockname()[1]
+    tests = str(Path(__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        **(settings or {}),
+        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+        DELAY_VARIABLE: str(delay_s),
+    }
+    command = [sys.executable, "-m", "support.fake_serve", "--log-level", "INFO"]
+    with log.open("wb") as sink:
+        server = subprocess.Popen(
+            [*command, "serve", "--host", LOOPBACK, "--port", str(port)],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://{LOOPBACK}:{port}"
+    try:
+        wait_serving(url + "/ping", server, log)
+        yield server, url
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
 
 if __name__ == "__main__":
     create_app = koe.app.create_app

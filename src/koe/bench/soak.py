@@ -46,6 +46,10 @@ _SAMPLES_PER_POINT = 3
 INTERNAL_CODES = frozenset({"internal_error", "asset_error"})
 
 
+#: The server's resident memory may grow this much from the end of the warm-up to the end of a soak.
+MAX_GROWTH_PCT = 10.0
+
+
 def rss_bytes(pid: int | None = None) -> int:
     """Resident memory of process ``pid`` (this process if ``None``), from Linux's ``/proc``."""
     statm = Path(f"/proc/{pid if pid is not None else 'self'}/statm").read_text()
@@ -79,9 +83,11 @@ class SoakReport:
 
     @property
     def passed(self) -> bool:
-        """No client failed and the server never failed; with no hostile client, it refused nothing."""
+        """No client failed, the server never failed and grew by less than :data:`MAX_GROWTH_PCT`; with no
+        hostile client, it refused nothing."""
         refused_nothing = self.hostile_clients > 0 or not self.server_errors
-        return not self.client_failures and not self.internal_errors and refused_nothing
+        grew = self.growth_pct >= MAX_GROWTH_PCT
+        return not self.client_failures and not self.internal_errors and refused_nothing and not grew
 
     def summary(self) -> str:
         return (
