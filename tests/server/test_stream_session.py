@@ -136,7 +136,7 @@ def test_the_first_audio_arrives_while_later_sentences_are_still_to_be_synthesiz
                 later.set()
                 rest = await until(ws, of_type("flushed"))
         segments = [m for m in messages(head + rest) if m["type"] == "segment"]
-        assert len(segments) == 3
+        assert len(segments) >= 2 and " ".join(s["text"] for s in segments) == text
 
     run(main)
 

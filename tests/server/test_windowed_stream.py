@@ -231,3 +231,52 @@ def test_a_complete_body_is_cut_where_the_text_ends_its_phrases_not_shortened_fo
 
         assert jobs(stream=True) >= 2
         assert jobs(stream=False) == 1
+
+
+#: A first sentence too short to window, then two that are not.
+WHOLE_ANSWER = (
+    "Sure, here's how. Please call Stella and ask her to bring these things with her from the store. "
+    "She can scoop these things into three red bags for us."
+)
+
+
+def _segments(live: LiveServer, text: str) -> list[dict[str, Any]]:
+    """The segment messages of one turn of ``text``, sent whole."""
+
+    async def main() -> list[Event]:
+        async with connect(live.ws_url + "/v1/stream") as ws:
+            await send(ws, {"type": "append", "text": text})
+            await send(ws, {"type": "flush"})
+            return await until(ws, of_type("flushed"))
+
+    return [m for m in messages(run(main)) if m["type"] == "segment"]
+
+
+def test_a_whole_texts_first_segment_too_short_to_window_is_joined_with_the_next(
+    serve_fake: ServerFactory,
+) -> None:
+    """Sent whole, "Sure, here's how." would decode whole (too short for windows), its first audio waiting
+    for all of it; joined with the next sentence it is decoded in windows. The indices stay contiguous."""
+    with serve_fake(FakeEngine(delay_s=WINDOW_DELAY_S), default_voice=VOICE) as live:
+        segments = _segments(live, WHOLE_ANSWER)
+    first, second = WHOLE_ANSWER.split(". ")[:2]
+    assert segments[0]["text"] == f"{first}. {second}."
+    assert [s["index"] for s in segments] == list(range(len(segments)))
+    assert " ".join(s["text"] for s in segments) == WHOLE_ANSWER
+
+
+def test_a_streamed_first_segment_is_not_held_back_for_text_not_yet_written(
+    serve_fake: ServerFactory,
+) -> None:
+    with serve_fake(FakeEngine(delay_s=WINDOW_DELAY_S), default_voice=VOICE) as live:
+
+        async def main() -> list[Event]:
+            async with connect(live.ws_url + "/v1/stream") as ws:
+                await send(ws, {"type": "append", "text": "Sure, here's how. "})
+                events = await until(ws, of_type("segment"))  # cut before any more text was written
+                await send(ws, {"type": "append", "text": WHOLE_ANSWER.removeprefix("Sure, here's how. ")})
+                await send(ws, {"type": "flush"})
+                return events + await until(ws, of_type("flushed"))
+
+        segments = [m for m in messages(run(main)) if m["type"] == "segment"]
+    assert segments[0]["text"] == "Sure, here's how."

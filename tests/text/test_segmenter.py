@@ -321,3 +321,16 @@ def test_a_limit_below_one_is_refused(limit: int) -> None:
 def test_inconsistent_options_are_refused(kwargs: dict[str, int]) -> None:
     with pytest.raises(ConfigError, match="expected"):
         SegmenterOptions(**kwargs)
+
+
+def test_two_segments_joined_speak_as_one_and_each_word_still_maps_to_its_source() -> None:
+    text = "Hi there. How are you today?"
+    segmenter = Segmenter()
+    first, second = [*segmenter.feed(text), *segmenter.flush()]
+    joined = first.joined(second)
+    assert joined.spoken_text == f"{first.spoken_text} {second.spoken_text}"
+    assert (joined.source_span, joined.index, joined.is_first) == ((0, len(text)), 0, True)
+    head, tail = len(first.spoken_text), len(second.spoken_text)
+    assert joined.alignment.source_span(0, head) == first.alignment.source_span(0, head)
+    assert joined.alignment.source_span(head + 1, head + 1 + tail) == second.alignment.source_span(0, tail)
+    assert text[slice(*joined.alignment.source_span(head + 1, head + 4))] == "How"

@@ -22,8 +22,9 @@ import re
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from koe.engine.timing import FRAME_SAMPLES
 from koe.errors import OverloadedError
 from koe.pipeline.cache import CachedSegment, CacheKey, SegmentCache, segment_key
 from koe.pipeline.job import Part, SegmentJob
@@ -119,6 +120,7 @@ class SegmentStream:
         self._windowed = windowed
         self._windowed_first = windowed or windowed_first
         self._paced = paced
+        self._joined = 0  # segments joined into the first: later indices close the gap
         self._batch = None if windowed else batch
         #: the cost model counts English characters; one of this language's is this many of them
         self._weight = rules_for(voice.lang).chars_per_char
@@ -301,23 +303,63 @@ class SegmentStream:
                     MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
                 )
                 self._segmenter.set_next_limit(own_chars(hint, self._weight))
-            slice_end = self._fed + FEED_SLICE_CHARS
-            while not self._cut and self._fed < len(self._buffer):
-                if self._fed >= slice_end:
-                    self._sliced = True
-                    return None
-                word = _WORD.match(self._buffer, self._fed)
-                assert word is not None  # the pattern matches at least one character before the end
-                self._fed = word.end()
-                self._cut.extend(self._segmenter.feed(word.group()))
-            if not self._cut and self._finishing and not self._flushed:
-                self._flushed = True
-                self._cut.extend(self._segmenter.flush())
+            if not self._feed():
+                return None
         if not self._cut:
             return None
+        segment = self._cut.popleft()
         if self.first_cut_at is None:
             self.first_cut_at = time.monotonic()
-        return self._cut.popleft()
+            if self._windowed_first:
+                segment = self._long_enough_to_window(segment)
+        elif self._joined:
+            segment = replace(segment, index=segment.index - self._joined)
+        return segment
+
+    def _feed(self) -> bool:
+        """Feed the buffered text a word at a time until a segment is cut or the text runs out (flushing a
+        finished turn); ``False`` when this call's slice of text is used up (the rest waits for the next)."""
+        slice_end = self._fed + FEED_SLICE_CHARS
+        while not self._cut and self._fed < len(self._buffer):
+            if self._fed >= slice_end:
+                self._sliced = True
+                return False
+            word = _WORD.match(self._buffer, self._fed)
+            assert word is not None  # the pattern matches at least one character before the end
+            self._fed = word.end()
+            self._cut.extend(self._segmenter.feed(word.group()))
+        if not self._cut and self._finishing and not self._flushed:
+            self._flushed = True
+            self._cut.extend(self._segmenter.flush())
+        return True
+
+    def _long_enough_to_window(self, first: Segment) -> Segment:
+        """``first`` joined with the segments after it that the text already holds while it is too short
+        for the engine to window (decoded whole, its first audio would wait for all of it): decoded in
+        windows, the longer segment is heard sooner, and as one utterance. Streamed text seldom holds the
+        next segment yet, so this joins where a text came whole; a first segment the cache holds is kept
+        (its replay is sooner still)."""
+        key = segment_key(self._speech.identity, self.voice, first.spoken_text)
+        if self._cache is not None and key in self._cache:
+            return first
+        frames = self._speech.engine.capabilities.min_windowed_frames
+        shortest_s = frames * FRAME_SAMPLES / SAMPLE_RATE
+        while self._cost.audio_s(self._chars(first), self.voice.speed) < shortest_s:
+            if not self._cut and not self._feed():
+                break  # this call's slice of text is used up
+            if not self._cut:
+                break  # the text holds no next segment yet
+            first = first.joined(self._cut.popleft())
+            self._joined += 1
+        return first
+        frames = self._speech.engine.capabilities.min_windowed_frames
+        shortest_s = frames * FRAME_SAMPLES / SAMPLE_RATE
+        while self._cost.audio_s(self._chars(first), self.voice.speed) < shortest_s:
+            if (not self._cut and not self._feed()) or not self._cut:
+                break
+            first = first.joined(self._cut.popleft())
+            self._joined += 1
+        return first
 
     def _chars(self, segment: Segment) -> int:
         """The segment's length in English characters of speech (what the cost model counts)."""

@@ -99,6 +99,23 @@ class Segment:
     is_first: bool
     alignment: Alignment = field(repr=False)
 
+    def joined(self, later: Segment) -> Segment:
+        """This segment and ``later``, which follows it, spoken as one: a space between their spoken
+        texts (and between their texts, whatever separated them in the turn's text)."""
+        gap_start, gap_end = self.source_span[1], later.source_span[0]
+        alignment = Alignment(
+            (*self.alignment.starts, gap_start, *later.alignment.starts),
+            (*self.alignment.ends, gap_end, *later.alignment.ends),
+        )
+        return Segment(
+            text=f"{self.text} {later.text}",
+            spoken_text=f"{self.spoken_text} {later.spoken_text}",
+            source_span=(self.source_span[0], later.source_span[1]),
+            index=self.index,
+            is_first=self.is_first,
+            alignment=alignment,
+        )
+
 
 @dataclass(slots=True)
 class _WordCounts:
