@@ -257,7 +257,9 @@ def test_the_built_in_openers_are_for_the_default_voice() -> None:
 def test_a_repeated_opener_is_heard_bit_for_bit_from_the_cache_on_the_real_model(
     serve_app: ServerFactory,
 ) -> None:
-    with serve_app(segment_cache_mb=16) as live:
+    # windowed_first off: sent whole, a short opener is otherwise joined with the sentence after it and
+    # decoded in windows, and such a segment is not cached (only KOE_PRECACHE's openers are, then)
+    with serve_app(segment_cache_mb=16, windowed_first=False) as live:
         first = run(lambda: speak(live, OPENER + " The rest differs."))
         second = run(lambda: speak(live, OPENER + " Something else now."))
         metrics = cache_metrics(live)
