@@ -13,15 +13,12 @@ import os
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from koe.bench.target import wait_ready
-from koe.bench.turns import TURN_TIMEOUT_S, PcmReader, TurnTrace
+from koe.bench.turns import TurnTrace, streamed_pcm_turn
 from koe.errors import UpstreamError
 
 PEER = "fastkokoro"
@@ -96,17 +93,5 @@ def server(python: Path, strategy: str, model_path: Path, voices_path: Path) -> 
 
 async def speech_turn(url: str, text: str, voice: str, name: str, *, starts_at: float) -> TurnTrace:
     """``POST /v1/audio/speech`` with ``stream: true``, PCM chunks timed from ``starts_at`` (monotonic)."""
-    trace = TurnTrace(name)
     body = {"model": "kokoro", "input": text, "voice": voice, "response_format": "pcm", "stream": True}
-    reader = PcmReader(trace, starts_at)
-    async with (
-        httpx.AsyncClient(timeout=TURN_TIMEOUT_S) as http,
-        http.stream("POST", url + "/v1/audio/speech", json=body) as response,
-    ):
-        if response.status_code != 200:
-            await response.aread()
-            raise UpstreamError(f"{PEER} answered {response.status_code}: {response.text[:200]}")
-        async for data in response.aiter_bytes():
-            reader.add(data)
-    trace.done_at = time.monotonic() - starts_at
-    return trace
+    return await streamed_pcm_turn(TurnTrace(name), url + "/v1/audio/speech", body, PEER, starts_at=starts_at)

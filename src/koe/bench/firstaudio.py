@@ -23,16 +23,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from koe.agent.replay import ReplayPace
 from koe.bench import fastkokoro, peer
 from koe.bench.config import BenchConfig
 from koe.bench.stats import summarize_runs
 from koe.bench.target import bench_settings, in_process_server
-from koe.bench.turns import TURN_TIMEOUT_S, Clock, PcmReader, TurnTrace, koe_turn, stream_answer
+from koe.bench.turns import Clock, TurnTrace, koe_turn, stream_answer, streamed_pcm_turn
 from koe.engine.assets import locate
-from koe.errors import UpstreamError
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
 
@@ -63,20 +60,9 @@ Ask = Callable[[str, float], Awaitable[TurnTrace]]
 
 async def koe_http_turn(url: str, text: str, voice: str, *, starts_at: float) -> TurnTrace:
     """``POST /invocations`` streaming PCM: the whole text in one request, audio as it is made."""
-    trace = TurnTrace(KOE_HTTP, first_sentence_at=0.0)
     body = {"text": text, "voice": voice, "stream": True, "format": "pcm"}
-    reader = PcmReader(trace, starts_at)
-    async with (
-        httpx.AsyncClient(timeout=TURN_TIMEOUT_S) as http,
-        http.stream("POST", url + "/invocations", json=body) as response,
-    ):
-        if response.status_code != 200:
-            await response.aread()
-            raise UpstreamError(f"koe answered {response.status_code}: {response.text[:200]}")
-        async for data in response.aiter_bytes():
-            reader.add(data)
-    trace.done_at = time.monotonic() - starts_at
-    return trace
+    trace = TurnTrace(KOE_HTTP, first_sentence_at=0.0)
+    return await streamed_pcm_turn(trace, url + "/invocations", body, "koe", starts_at=starts_at)
 
 
 async def _koe_http_ask(url: str, voice: str, text: str, at: float) -> TurnTrace:

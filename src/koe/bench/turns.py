@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,25 @@ class PcmReader:
         self._carry = data[whole:]
         if whole:
             self._trace.chunks.append(pcm_chunk(time.monotonic() - self._starts_at, data[:whole]))
+
+
+async def streamed_pcm_turn(
+    trace: TurnTrace, url: str, body: Mapping[str, Any], server: str, *, starts_at: float
+) -> TurnTrace:
+    """``POST url`` with ``body``, its streamed 16-bit PCM into ``trace``, timed from ``starts_at``
+    (monotonic); ``server`` names who answered in an error."""
+    reader = PcmReader(trace, starts_at)
+    async with (
+        httpx.AsyncClient(timeout=TURN_TIMEOUT_S) as http,
+        http.stream("POST", url, json=body) as response,
+    ):
+        if response.status_code != 200:
+            await response.aread()
+            raise UpstreamError(f"{server} answered {response.status_code}: {response.text[:200]}")
+        async for data in response.aiter_bytes():
+            reader.add(data)
+    trace.done_at = time.monotonic() - starts_at
+    return trace
 
 
 def split_sentences(text: str) -> tuple[list[str], str]:
