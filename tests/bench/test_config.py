@@ -53,3 +53,10 @@ def test_a_reading_sample_needs_at_least_one_text() -> None:
 def test_capacity_needs_at_least_one_round() -> None:
     with pytest.raises(ConfigError, match="capacity_rounds"):
         BenchConfig(Path("out"), capacity_rounds=0)
+
+
+def test_benchmark_servers_synthesize_every_repeat_instead_of_replaying_it_from_the_segment_cache() -> None:
+    from koe.bench.target import bench_settings
+
+    assert bench_settings().segment_cache_mb == 0.0
+    assert bench_settings().port == 0

@@ -70,6 +70,7 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
     assert len(barge_in["runs"]) == 2
     assert barge_in["audio_after_cancelled"] == 0  # the protocol's promise, not a timing
     _summary_ok(barge_in["cancel_to_cancelled_s"], 2)
+    _summary_ok(barge_in["unplayed_at_cancel_s"], 2)  # what the client's player must drop at the cancel
 
     capacity = scenarios["capacity"]
     assert [level["sessions"] for level in capacity["levels"]] in ([1], [1, 2])

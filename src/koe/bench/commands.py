@@ -130,29 +130,29 @@ def _run_gpu_bench(args: argparse.Namespace) -> int:
 
 
 def _run_languages(config: Any) -> int:
-    import json
-
-    from koe.bench import languages, report
+    from koe.bench import languages
 
     results = languages.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
-    config.out.mkdir(parents=True, exist_ok=True)
-    path = config.out / languages.JSON_NAME
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    report.print_sections([report.Section(*languages.table(results["languages"]))], _console())
-    _stderr.print(f"wrote {path}")
-    return 0
+    return _write_alone(config, results, languages.JSON_NAME, languages.table(results["languages"]))
 
 
 def _run_first_audio(config: Any) -> int:
-    import json
-
-    from koe.bench import firstaudio, report
+    from koe.bench import firstaudio
 
     results = firstaudio.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
+    return _write_alone(config, results, firstaudio.JSON_NAME, firstaudio.table(results))
+
+
+def _write_alone(config: Any, results: dict[str, Any], name: str, table: tuple[Any, ...]) -> int:
+    """One scenario run alone: its JSON in ``config.out``, its table on stdout."""
+    import json
+
+    from koe.bench import report
+
     config.out.mkdir(parents=True, exist_ok=True)
-    path = config.out / firstaudio.JSON_NAME
+    path = config.out / name
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    report.print_sections([report.Section(*firstaudio.table(results))], _console())
+    report.print_sections([report.Section(*table)], _console())
     _stderr.print(f"wrote {path}")
     return 0
 
