@@ -21,6 +21,8 @@ SAME = {
     "Roman numeral": ("World War II ended.", "World War Two ended."),
     "regnal numeral": ("Queen Elizabeth II was crowned.", "Queen Elizabeth the Second was crowned."),
     "short range": ("Monday 9-5.", "Monday, nine to five."),
+    "around the clock": ("The store is open 24-7.", "The store is open twenty-four seven."),
+    "a lone one": ("Reach us at plus one. 555-123-4567", "Reach us at plus 1, 5 5 5, 1 2 3, 4 5 6 7."),
     "unit the ASR abbreviates": ("It is 30 cm long.", "It is thirty centimeters long."),
     "keyboard key": ("Press Ctrl C.", "Press control C."),
     "title": ("Dr. Lee is in.", "Doctor Lee is in."),
@@ -35,6 +37,8 @@ DIFFERENT = {
     "a letter abbreviation read as capitals": ("The trip is 5 C M.", "The trip is five centimeters."),
     "another number": ("Call 555-1235.", "Call 5 5 5, 1 2 3 4."),
     "a sign lost": ("It moved 2%.", "It moved minus two percent."),
+    "a range for 24/7": ("The store is open 24 to 7.", "The store is open twenty-four seven."),
+    "a phone digit lost": ("My cell is 212-55-0187.", "My cell is 2 1 2, 5 5 5, 0 1 8 7."),
 }
 
 

@@ -4,7 +4,7 @@ Both sides go through the same steps, so only what was *said* counts, not how th
 
 1. written forms the ASR uses for spoken ones are said out: "example.com" is "example dot com",
    "bob@x.org" is "bob at x dot org", "World War II" is "World War 2" and "Elizabeth II" "Elizabeth the
-   2nd", "9-5" is "9 to 5", "Ctrl" is "control", "30 cm" is
+   2nd", "9-5" is "9 to 5" (but "24-7" is "24 7"), "Ctrl" is "control", "30 cm" is
    "30 centimeters" (lower case only: "CM" is what the ASR writes for the letters), a sign before a
    number is a word ("-2%" is "minus 2%"), and separators between digits go ("9:30", "555-1234" and
    "+1 555 123 4567" are the digits said, and so are "1,000" and "1000");
@@ -14,7 +14,8 @@ Both sides go through the same steps, so only what was *said* counts, not how th
 4. ordinal suffixes go ("January 15" and "January fifteenth" are the same speech; the ASR writes either)
    and so do periods (the normalizer leaves a trailing "..." and the dot of "5.99");
 5. words that sound the same are the same word: "too" is "to", "sight" is "site", "chords" "cords"...
-   (:data:`HOMOPHONES`; no listener can tell them apart either);
+   and a lone "one" is "1", which the normalizer keeps a word (:data:`HOMOPHONES`; no listener can tell
+   them apart either);
 6. all spaces go: "F B I" and "FBI", "8 30" and "830", "rain forest" and "rainforest" are the same sounds.
 
 A text passes when the two results are identical: one word heard differently fails it.  What this cannot
@@ -38,6 +39,8 @@ _ROMAN = {numeral: value for numeral, value in ROMAN.items() if len(numeral) > 1
 _ROMAN_WORD = re.compile(r"\b(?:([A-Z][a-z]+) )?(" + "|".join(sorted(_ROMAN, key=len, reverse=True)) + r")\b")
 #: "9-5", "20-25": the ASR writes a short range with a hyphen.
 _SHORT_RANGE = re.compile(r"\b(\d{1,2})[-–](\d{1,2})\b")
+#: "24-7" is how the ASR writes "twenty-four seven" (24/7), which no one says as a range "24 to 7".
+_ALL_DAY = re.compile(r"\b24[-/]7\b")
 #: Unit abbreviations the ASR writes after a number for the spoken unit.
 _UNITS = {"cm": "centimeters", "mm": "millimeters", "km": "kilometers", "kg": "kilograms"}
 _UNITS |= {"mg": "milligrams", "ml": "milliliters"}
@@ -58,6 +61,8 @@ _NUMBER_SEPARATOR = re.compile(r"(?<=\d)\s+(?=\d)")
 #: Words that sound alike, each → the one it is scored as (the normalizer turns "two" into "2" already).
 HOMOPHONES = {"too": "to", "sight": "site", "sights": "sites", "chord": "cord", "chords": "cords"}
 HOMOPHONES |= {"pair": "pear", "pairs": "pears", "buy": "by", "bye": "by"}
+#: The normalizer keeps a lone "one" a word (it may be a pronoun): "plus one, 555…" missed "+1 555…".
+HOMOPHONES["one"] = "1"
 _HOMOPHONE = re.compile(r"\b(" + "|".join(HOMOPHONES) + r")\b")
 _SPACE = re.compile(r"\s+")
 
@@ -79,7 +84,8 @@ def _numeral(m: re.Match[str]) -> str:
 
 def _spoken_forms(text: str) -> str:
     """Step 1 of the module docstring."""
-    text = _ROMAN_WORD.sub(_numeral, _SHORT_RANGE.sub(r"\1 to \2", text))
+    text = _SHORT_RANGE.sub(r"\1 to \2", _ALL_DAY.sub("24 7", text))
+    text = _ROMAN_WORD.sub(_numeral, text)
     text = _UNIT_WORD.sub(lambda m: " " + _UNITS[m.group(1)], text)
     text = _AT.sub(" at ", _NAME_DOT.sub(" dot ", _CONTROL.sub("control", text)))
     text = _DIGIT_SEPARATOR.sub("", _PARENTHESIZED_DIGITS.sub(r" \1 ", text))

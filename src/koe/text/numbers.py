@@ -31,8 +31,9 @@ _TOLL_FREE = frozenset("800 888 877 866 855 844 833".split())
 #: After "6:00": a range to another time follows, so "6", not "6 o'clock".
 _RANGE_AHEAD = re.compile(r"[ \t]*(?:to|–|-)[ \t]*\d")
 _DIGIT_RUN = re.compile(r"\d+")
-_DIGIT_WORDS = dict(
-    zip("0123456789", "zero one two three four five six seven eight nine".split(), strict=True)
+#: A phone number's digits as a person reads them out: 0 is "oh" ("five five five, oh one eight seven").
+_PHONE_DIGITS = dict(
+    zip("0123456789", "oh one two three four five six seven eight nine".split(), strict=True)
 )
 #: A number as written: digits, thousands commas, decimals (bounded, so no input makes a match slow).
 _NUMBER = r"\d[\d,]{0,20}(?:\.\d{1,6})?"
@@ -118,14 +119,15 @@ def _timestamp(m: re.Match[str]) -> list[Say]:
 def _phone(m: re.Match[str]) -> list[Say]:
     """555-1234 comes out of misaki as one number glued to another; say it digit by digit, in groups.
 
-    The digits are said as words: said whole, "5 5 5" was heard "55" by the reading corpus's ASR and "five
-    five five" 555 (a one-off probe, 2026-12-01; docs/text.md).
+    The digits are said as words, and 0 as "oh", the way people read a number out: said as digits, "5 5 5"
+    was heard "55" by the reading corpus's ASR, and in "two one two, five five five, zero one eight seven"
+    too, where "…, oh one eight seven" was heard right (one-off probes, 2026-12-01; docs/text.md).
     """
     groups = _DIGIT_RUN.findall(m.group())
     said = [
         group
         if i == 1 and groups[0] == "1" and group in _TOLL_FREE
-        else " ".join(_DIGIT_WORDS[d] for d in group)
+        else " ".join(_PHONE_DIGITS[d] for d in group)
         for i, group in enumerate(groups)
     ]
     plus = "plus " if m.group().startswith("+") else ""

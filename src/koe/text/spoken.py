@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 from koe.text.numbers import NUMBER_RULES, alternatives
-from koe.text.say import Rule, Say, drop, erase, keep, say
+from koe.text.say import Rule, Say, drop, erase, keep
+from koe.text.table import TABLE_RULES
 from koe.text.words import WORD_RULES
 
 __all__ = ["LINK_TARGET", "RULES", "Say"]
@@ -124,13 +125,11 @@ MARKUP_RULES: tuple[Rule, ...] = (
     ("tag", r"</?(?:br|p|div|span|b|i|em|strong|u|code|pre|sup|sub|small|hr)\b[^<>\n]*>", drop),
     ("heading", r"^[ \t]*#{1,6}[ \t]+|[ \t]+#+[ \t]*$", drop),
     ("quote", r"^[ \t]*>+[ \t]?", drop),
-    ("table_rule", r"^[ \t]*\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+(?:[ \t]*:?-{3,}:?[ \t]*)?$", drop),
     ("rule", r"^[ \t]*(?:[-*_][ \t]*){3,}$|^[ \t]*={3,}[ \t]*$", drop),
     ("task", r"^[ \t]*[-*+•][ \t]+\[[ xX]\][ \t]+", drop),
     ("bullet", r"^[ \t]*[-*+•][ \t]+", drop),
     ("list_number", r"^[ \t]*(?P<ln_n>\d{1,3})[.)][ \t]+", _list_number),
-    ("cell_edge", r"^[ \t]*\|[ \t]*|[ \t]*\|[ \t]*$", drop),
-    ("cell", r"[ \t]*\|[ \t]*", say(", ")),
+    *TABLE_RULES,
     ("code_tick", r"`+", erase),
     (
         "emphasis",

@@ -12,16 +12,18 @@ import re
 from koe.text.normalize import Rules
 from koe.text.say import Handler, Say
 from koe.text.spoken import RULES
+from koe.text.table import PLAIN_TABLE_RULES
 
 #: English's rules that say no English word.
 _MARKUP = (
     "image", "link_open", "link_close", "link_definition", "footnote", "tag", "heading", "quote",
-    "table_rule", "rule", "task", "bullet", "list_number", "cell_edge", "cell", "code_tick", "emphasis",
-    "snake",
+    "rule", "task", "bullet", "list_number",
 )  # fmt: skip
+#: After the table rules.
+_MARKUP_AFTER = ("code_tick", "emphasis", "snake")
 _EMOJI = "emoji"
 _BY_NAME = {name: (name, pattern, handler) for name, pattern, handler in RULES}
-_missing = [name for name in (*_MARKUP, _EMOJI) if name not in _BY_NAME]
+_missing = [name for name in (*_MARKUP, *_MARKUP_AFTER, _EMOJI) if name not in _BY_NAME]
 if _missing:  # the English rules were renamed: say which, rather than silently keep markdown
     raise ImportError(f"koe.text.spoken.RULES has no rules named {_missing}")
 
@@ -36,7 +38,12 @@ EMAIL = r"(?<![A-Za-z0-9_.+-])[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+
 
 def with_markup(*rules: tuple[str, str, Handler]) -> Rules:
     """A language's rules: the markup rules first, then ``rules``, then emoji (dropped)."""
-    return (*(_BY_NAME[name] for name in _MARKUP), *rules, _BY_NAME[_EMOJI])
+    markup = (
+        *(_BY_NAME[name] for name in _MARKUP),
+        *PLAIN_TABLE_RULES,
+        *(_BY_NAME[n] for n in _MARKUP_AFTER),
+    )
+    return (*markup, *rules, _BY_NAME[_EMOJI])
 
 
 def web_rules(dot: str, at: str) -> tuple[tuple[str, str, Handler], tuple[str, str, Handler]]:
