@@ -103,6 +103,14 @@ STREAMED = {
         ["Mail", " john", ".smith", "@", "gmail", ".com", " today", "."],
         "Mail john dot smith at gmail dot com today.",
     ),
+    "table": (
+        ["|", " Name", " |", " Age", " |\n", "|---", "|---", "|\n", "|", " Tom", " |", " 31", " |", "\n"],
+        "Name: Age. Tom: 31.",
+    ),
+    "phone number": (
+        ["My", " cell", " is", " 212", "-", "555", "-", "018", "7", "."],
+        "My cell is two one two, five five five, oh one eight seven.",
+    ),
 }
 
 
