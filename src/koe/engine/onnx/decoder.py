@@ -38,6 +38,7 @@ from koe.engine.onnx.stages import (
     Statistics,
     WholeDecode,
     load_stages,
+    run_probe,
 )
 from koe.engine.onnx.verdict import Verdict
 from koe.engine.onnx.windowing import (
@@ -61,9 +62,10 @@ _COST_PROBE_FRAMES = (16, 44)
 
 class DecodeCosts:
     """Stage A's seconds per token and the vocoder window's cost model, timed on the probe the first time a
-    windowed stream needs them (a fraction of a second, once; whole decodes never do). Thread-safe."""
+    windowed stream needs them (a fraction of a second, once, and the probe's decode first where the load
+    skipped it; whole decodes never do). Thread-safe."""
 
-    def __init__(self, stages: Stages, probe: Probe, style_row: FloatArray) -> None:
+    def __init__(self, stages: Stages, probe: Probe | None, style_row: FloatArray) -> None:
         self._stages = stages
         self._probe = probe
         self._style_row = style_row
@@ -85,7 +87,10 @@ class DecodeCosts:
             return self._fitted
 
     def _measure(self) -> tuple[LinearCost, float]:
-        probe, row = self._probe, self._style_row
+        row = self._style_row
+        if self._probe is None:
+            self._probe = run_probe(self._stages, row)
+        probe = self._probe
         ids = tokenize(PROBE)
         started = time.perf_counter()
         self._stages.run_front(ids, row, 1.0)
@@ -132,9 +137,9 @@ class StreamingDecoder:
         cache_directory: Path,
         verdict: Verdict | None,
     ) -> StreamingDecoder | None:
-        """Derive the stages and decode the probe through them, proving the cut unless ``verdict`` confirms
-        it was proven before; ``None`` (logged) when the graph cannot be cut, so the engine decodes whole
-        utterances. Calibrations are kept in ``cache_directory``."""
+        """Derive the stages and prove the cut on the probe, unless ``verdict`` says it was proven before;
+        ``None`` (logged) when the graph cannot be cut, so the engine decodes whole utterances.
+        Calibrations are kept in ``cache_directory``."""
         probe_style: FloatArray = np.random.default_rng(0).standard_normal((1, 256)).astype(
             np.float32
         ) * np.float32(0.2)  # any style proves the cut; a fixed one keeps the check reproducible

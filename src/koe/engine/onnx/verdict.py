@@ -1,14 +1,15 @@
-"""The stage cut's verdict, remembered per model: proven once, then re-checked by a digest at every load.
+"""The stage cut's verdict, remembered per model and machine: proven once, then trusted by its key.
 
-Proving the cut (:func:`koe.engine.onnx.stages.verify`) decodes the probe through the whole graph and the
-frozen vocoder besides the A→B decode every load makes anyway (it warms the stage sessions): ~3 s of a
-cold start here. Whether A→B equals the whole graph depends only on the model's bytes, koe's cut and the
-ONNX Runtime build and options that run them, so once proven it is kept in koe's cache under a key of
-exactly those, with the sha256 of the probe's A→B audio. A later load with the same key decodes the probe
-through A→B as before and compares digests: the same bytes mean the same stages, computing what was proven
-equal to the whole graph. A missing, unreadable, malformed or foreign file, a different key or a different
-digest is doubt, and doubt means the full proof (and a fresh record). Only a proof is remembered: a graph
-that cannot be cut is found out again at each load (quickly: its tensors are missing).
+Proving the cut (:func:`koe.engine.onnx.stages.verify`) decodes the probe through A→B, through the whole
+graph and through the frozen vocoder: ~3 s of a cold start here. Whether A→B equals the whole graph depends
+only on the model's bytes, koe's cut, the ONNX Runtime build and options that run them and the CPU whose
+instructions its kernels pick, so once proven it is kept in koe's cache under a key of exactly those (the
+model's sha256 among them: other bytes are another key, so they are proven afresh), with the sha256 of the
+probe's A→B audio as the proof's evidence. A later load with the same key skips the probe altogether (its
+first real decode is as fast as a second one: ONNX Runtime pays no first-run cost here, measured). A
+missing, unreadable, malformed or foreign file, or a different key, is doubt, and doubt means the full
+proof (and a fresh record). Only a proof is remembered: a graph that cannot be cut is found out again at
+each load (quickly: its tensors are missing).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import platform
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,7 +31,25 @@ logger = logging.getLogger(__name__)
 
 #: Bump when the cut (its tensors, its sessions, the probe) changes in a way koe's version does not show.
 CUT_VERSION = 1
-_SCHEMA = "koe-stage-cut/1"
+_SCHEMA = "koe-stage-cut/2"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CPUINFO = Path("/proc/cpuinfo")
+#: The lines of ``/proc/cpuinfo`` that name the instructions ONNX Runtime's kernels choose between.
+_CPU_FEATURES = ("flags", "Features")
+
+
+def cpu_identity() -> str:
+    """The machine and its CPU's instruction-set flags (Linux), as one string for the key."""
+    features = ""
+    try:
+        for line in _CPUINFO.read_text(encoding="utf-8", errors="replace").splitlines():
+            field, _, value = line.partition(":")
+            if field.strip() in _CPU_FEATURES:
+                features = " ".join(sorted(value.split()))
+                break
+    except OSError:
+        features = platform.processor()
+    return f"{platform.machine()} {hashlib.sha256(features.encode()).hexdigest()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +63,7 @@ class VerdictKey:
     graph_optimization: str
     threads: int
     probe: str
+    cpu: str
     cut_version: int = CUT_VERSION
 
     @classmethod
@@ -49,8 +71,9 @@ class VerdictKey:
         cls, model_sha256: str, providers: list[str], graph_optimization: str, threads: int, probe: str
     ) -> VerdictKey:
         return cls(
-            model_sha256, __version__, ort.__version__, tuple(providers), graph_optimization, threads, probe
-        )
+            model_sha256, __version__, ort.__version__, tuple(providers), graph_optimization, threads, probe,
+            cpu_identity(),
+        )  # fmt: skip
 
     def fields(self) -> dict[str, object]:
         return {**asdict(self), "providers": list(self.providers)}
@@ -74,8 +97,8 @@ class Verdict:
     def _record(self, probe_audio: Audio) -> dict[str, object]:
         return {"schema": _SCHEMA, "key": self.key.fields(), "probe_audio_sha256": audio_digest(probe_audio)}
 
-    def confirms(self, probe_audio: Audio) -> bool:
-        """Whether this cut was proven with exactly this probe audio; any doubt is ``False``."""
+    def proven(self) -> bool:
+        """Whether this very cut was proven before (a well-formed record under its key); doubt: ``False``."""
         try:
             record = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -83,9 +106,11 @@ class Verdict:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             logger.warning("ignoring unreadable stage-cut verdict %s: %s", self.path, exc)
             return False
-        if record != self._record(probe_audio):
+        evidence = record.get("probe_audio_sha256") if isinstance(record, dict) else None
+        expected = {"schema": _SCHEMA, "key": self.key.fields(), "probe_audio_sha256": evidence}
+        if record != expected or not isinstance(evidence, str) or not _SHA256.fullmatch(evidence):
             logger.warning(
-                "stage-cut verdict %s does not match this model and probe: proving again", self.path
+                "stage-cut verdict %s does not match this model and machine: proving again", self.path
             )
             return False
         return True
