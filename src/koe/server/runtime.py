@@ -29,12 +29,12 @@ from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-#: Warm-up utterances of two lengths, each timed to fit the cost model. Loading already ran the engine
-#: once (the ONNX engine decodes its probe through the stages it streams with), so no untimed run precedes
-#: them: that was a second warm-up of the same sessions.
+#: Warm-up utterances of two lengths (about 1 and 3 s of speech), each timed to fit the cost model, which
+#: every finished segment refines after; /ping says 200 only once both are spoken. No untimed run precedes
+#: them: ONNX Runtime's first run of a session is no slower than its second here (measured).
 _WARMUP_TEXTS = (
     "Hello there.",
-    "This longer sentence tells the server how fast synthesis runs on this machine.",
+    "This sentence tells the server how fast it speaks.",
 )
 
 
