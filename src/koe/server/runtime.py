@@ -132,13 +132,14 @@ class Runtime:
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice
-        if self.settings.windowed or self.settings.windowed_first:
-            speech.engine.prepare(speech.voices.resolve(voice))  # the default voice windows from the start
         samples = []
         for text in _WARMUP_TEXTS:
             started = time.perf_counter()
             audio = speech.synthesize(text, voice=voice)
             samples.append((len(text), len(audio) / speech.sample_rate, time.perf_counter() - started))
+        if self.settings.windowed or self.settings.windowed_first:
+            # the default voice windows from the start; its windows are timed on the warm-up's decodes
+            speech.engine.prepare(speech.voices.resolve(voice))
         return SegmentCost.fit(samples)
 
     def synthesizer(self) -> Synthesizer:

@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 from koe.engine.assets import packaged_model_bytes
-from koe.engine.base import SynthesisRequest
+from koe.engine.base import SynthesisRequest, drain
 from koe.engine.onnx import decoder, stages
 from koe.engine.onnx import verdict as verdicts
 from koe.engine.onnx.engine import OnnxEngine, OnnxOptions
@@ -128,8 +128,12 @@ def test_the_cut_is_proven_once_per_model_and_the_next_load_runs_no_probe_and_no
     request = SynthesisRequest("hˈɛlO wˈɜɹld.", np.full((510, 1, 256), 0.1, dtype=np.float32))
     streamed = np.concatenate([e.audio for e in second.stream(request) if hasattr(e, "audio")])
     assert np.array_equal(streamed, second.synthesize(request))  # the whole graph, built now, agrees
-    assert second.streaming.cost.per_unit_s > 0  # windowed decoding's costs decode the probe when asked
-    assert proofs == {"probe": 2, "proof": 1}
+    long_enough = SynthesisRequest(f"{stages.PROBE_PHONEMES} {stages.PROBE_PHONEMES}", request.style)
+    drain(second.stream(long_enough))
+    second.streaming.costs.window  # noqa: B018  # fitted now, on that whole decode
+    assert proofs == {"probe": 1, "proof": 1}  # no probe decoded for them
+    decoder.DecodeCosts(second.streaming.stages, None, request.style[0]).window  # noqa: B018  # fitted now
+    assert proofs == {"probe": 2, "proof": 1}  # offered nothing, the costs decode the probe when asked
     del second
 
     third = OnnxEngine(_other_bytes_of_the_same_graph(model), options)
