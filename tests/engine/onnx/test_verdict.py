@@ -35,11 +35,29 @@ def test_a_recorded_proof_holds_for_its_own_key_only(tmp_path: Path) -> None:
     assert not Verdict(tmp_path, _key(threads=4)).proven()
 
 
-def test_the_key_names_the_machine_whose_kernels_ran_the_proof(monkeypatch: pytest.MonkeyPatch) -> None:
-    here = _key()
-    monkeypatch.setattr(verdicts, "cpu_identity", lambda: "aarch64 another cpu")
-    elsewhere = _key()
-    assert here.cpu != elsewhere.cpu and here.digest != elsewhere.digest
+def test_a_proof_from_another_cpu_holds_here_only_once_the_probe_decodes_to_the_same_bytes(
+    tmp_path: Path,
+) -> None:
+    Verdict(tmp_path, _key(), cpu="the build machine").remember(_audio())
+    here = Verdict(tmp_path, _key(), cpu="this machine")
+    assert not here.proven()  # a probe must be decoded here first
+    assert here.confirms(_audio()) and not here.confirms(_audio(1))
+    here.remember(_audio())
+    assert here.proven() and Verdict(tmp_path, _key(), cpu="the build machine").proven()
+    Verdict(tmp_path, _key(), cpu="a third").remember(_audio(1))  # other bytes: a fresh proof, alone
+    assert not here.proven() and Verdict(tmp_path, _key(), cpu="a third").proven()
+
+
+def test_a_cpu_is_named_by_its_instruction_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    monkeypatch.setattr(verdicts, "_CPUINFO", cpuinfo)
+
+    def named(flags: str) -> str:
+        cpuinfo.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {flags}\n")
+        return verdicts.cpu_identity()
+
+    assert named("sse2 avx2 fma") == named("fma sse2 avx2")
+    assert named("sse2 avx2 fma") != named("sse2 avx2 fma avx512f avx512_vnni")
 
 
 def test_nothing_recorded_is_no_proof(tmp_path: Path) -> None:
@@ -60,18 +78,18 @@ def test_a_record_moved_under_another_key_is_no_proof(tmp_path: Path) -> None:
         lambda record: "[1, 2]",
         lambda record: json.dumps({**record, "schema": "something else"}),
         lambda record: json.dumps({**record, "key": {**record["key"], "model_sha256": "cd" * 32}}),
-        lambda record: json.dumps({**record, "key": {**record["key"], "cpu": "another"}}),
+        lambda record: json.dumps({**record, "cpus": "not a list"}),
         lambda record: json.dumps({**record, "probe_audio_sha256": "not a digest"}),
         lambda record: json.dumps({k: v for k, v in record.items() if k != "probe_audio_sha256"}),
         lambda record: json.dumps({**record, "verified": True, "extra": 1}),
     ],
-    ids=["garbage", "not-an-object", "schema", "model", "cpu", "digest", "no-digest", "extra-fields"],
+    ids=["garbage", "not-an-object", "schema", "model", "cpus", "digest", "no-digest", "extra-fields"],
 )
 def test_a_record_that_was_altered_is_no_proof(tmp_path: Path, tamper) -> None:  # type: ignore[no-untyped-def]
     verdict = Verdict(tmp_path, _key())
     verdict.remember(_audio())
     verdict.path.write_text(tamper(json.loads(verdict.path.read_text())))
-    assert not verdict.proven()
+    assert not verdict.proven() and not verdict.confirms(_audio())
 
 
 def test_a_cache_that_cannot_be_written_only_costs_a_proof(
@@ -113,7 +131,7 @@ def _other_bytes_of_the_same_graph(model: bytes) -> bytes:
 
 @pytest.mark.model
 def test_the_cut_is_proven_once_per_model_and_the_next_load_runs_no_probe_and_no_whole_graph(
-    proofs: dict[str, int], tmp_path: Path
+    proofs: dict[str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = packaged_model_bytes()
     options = OnnxOptions(threads=2)
@@ -136,6 +154,12 @@ def test_the_cut_is_proven_once_per_model_and_the_next_load_runs_no_probe_and_no
     assert proofs == {"probe": 2, "proof": 1}  # offered nothing, the costs decode the probe when asked
     del second
 
+    monkeypatch.setattr(verdicts, "cpu_identity", lambda: "another machine's CPU")
+    elsewhere = OnnxEngine(model, options)  # a container started where it was not built
+    assert elsewhere.streaming is not None and proofs == {"probe": 3, "proof": 1}  # a probe, no proof
+    assert "another machine's CPU" in json.loads(record.read_text())["cpus"]
+    del elsewhere
+
     third = OnnxEngine(_other_bytes_of_the_same_graph(model), options)
-    assert third.streaming is not None and proofs == {"probe": 3, "proof": 2}  # other bytes: proven anew
+    assert third.streaming is not None and proofs == {"probe": 4, "proof": 2}  # other bytes: proven anew
     assert len(list((tmp_path / "stage-cut").iterdir())) == 2 and record.exists()

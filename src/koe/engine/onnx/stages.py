@@ -274,15 +274,20 @@ def load_stages(
     style_row: FloatArray,
     verdict: Verdict | None = None,
 ) -> tuple[Stages, Probe | None] | None:
-    """Derived stages and, when the cut was proven now, the probe through them; ``None`` (logged) when the
+    """Derived stages and, when the probe was decoded, the probe through them; ``None`` (logged) when the
     engine must decode whole segments. Neither the probe nor the proof (:func:`verify`) runs when
-    ``verdict`` says this very cut was proven before; a proof that runs and holds is recorded there."""
+    ``verdict`` says this very cut was proven on this CPU before; the proof does not when the probe decodes
+    to the bytes it was proven with on another; a proof that runs and holds is recorded there."""
     try:
         stages = derive(proto, make_session, token_input)
         if verdict is not None and verdict.proven():
-            logger.info("stage cut proven before for this model and machine (%s)", verdict.path)
+            logger.info("stage cut proven before for this model on this CPU (%s)", verdict.path)
             return stages, None
         probe = run_probe(stages, style_row)
+        if verdict is not None and verdict.confirms(probe.audio):
+            logger.info("stage cut proven on another CPU; its probe decodes to the same bytes here")
+            verdict.remember(probe.audio)
+            return stages, probe
         verify(stages, whole, style_row, probe)
     except (AssetError, SynthesisError) as exc:
         logger.warning("streaming decoder disabled, whole segments will be decoded: %s", exc.message)
