@@ -82,7 +82,10 @@ class VerdictKey:
 
     @property
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()
+        """The record's file name: the key and the record's schema (koe trees of one version but different
+        records never overwrite each other's)."""
+        named = {**self.fields(), "schema": _SCHEMA}
+        return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()
 
 
 def audio_digest(audio: Audio) -> str:
