@@ -60,11 +60,12 @@ def settings_of(args: argparse.Namespace, **flags: Any) -> Settings:
     )
 
 
-def load_speech(args: argparse.Namespace, *, warmup: bool = True) -> Speech:
+def load_speech(args: argparse.Namespace, *, warmup: bool = True, **needs: Any) -> Speech:
+    """``needs``: :class:`~koe.pipeline.speech.SpeechOptions` fields to override (what to load)."""
     from koe.pipeline.speech import Speech, SpeechOptions
 
     with _status("loading Kokoro-82M, voices and G2P…"):
-        return Speech.load(SpeechOptions.from_settings(settings_of(args), warmup=warmup))
+        return Speech.load(SpeechOptions.from_settings(settings_of(args), warmup=warmup, **needs))
 
 
 def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +111,22 @@ def _output_format(args: argparse.Namespace) -> str:
     return "wav" if not sys.stdout.isatty() else "pcm"
 
 
+def _needs_of(spec: str, lang: str | None) -> dict[str, Any]:
+    """What one utterance in voice ``spec`` needs loaded: its voices and the language it is read in (the
+    voice's, unless ``lang`` says), not the other voices' files nor American English's G2P for a Japanese
+    voice. Nothing is narrowed for a spec koe cannot tell (a malformed blend, a voice of a local model
+    directory): the synthesis then says what is wrong, as it would have."""
+    from koe.engine.voices import VOICES, language_of, parse_blend
+
+    try:
+        names = tuple(dict.fromkeys(name for name, _weight in parse_blend(spec)))
+    except KoeError:
+        return {}
+    if not set(names) <= set(VOICES):
+        return {}
+    return {"voices": names, "required_voices": names, "langs": (lang or language_of(names[0]).code,)}
+
+
 def _run_say(args: argparse.Namespace) -> int:
     from koe.audio.encoder import encode_whole
     from koe.audio.formats import check_sample_rate, parse_format
@@ -117,7 +134,7 @@ def _run_say(args: argparse.Namespace) -> int:
     text = args.text if args.text is not None else sys.stdin.read()
     fmt = parse_format(_output_format(args))
     rate = check_sample_rate(fmt, args.rate)
-    speech = load_speech(args, warmup=False)
+    speech = load_speech(args, warmup=False, **_needs_of(args.voice, args.lang))
     started = time.perf_counter()
     with _status("synthesizing…"):
         audio = speech.synthesize(text, voice=args.voice, speed=args.speed, lang=args.lang)

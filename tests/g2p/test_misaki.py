@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
+import types
+
 import pytest
 import spacy.cli
 
+from koe.g2p import misaki
 from koe.g2p.misaki import MisakiG2P
 
 
@@ -23,3 +29,37 @@ def test_out_of_vocabulary_words_are_read_by_the_espeak_fallback() -> None:
 
 def test_american_and_british_accents_differ() -> None:
     assert MisakiG2P().phonemize("tomato") != MisakiG2P(british=True).phonemize("tomato")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed here")
+def test_english_g2p_built_first_never_imports_torch_but_leaves_it_importable() -> None:
+    """spaCy's thinc would import torch (seconds of a cold start) for layers misaki's pipeline never uses."""
+    script = (
+        "import sys\n"
+        "from koe.g2p.misaki import MisakiG2P\n"
+        "assert MisakiG2P().phonemize('Hello there.') == 'həlˈO ðˈɛɹ.'\n"
+        "assert 'torch' not in sys.modules, 'building the G2P imported torch'\n"
+        "import torch\n"
+        "print(torch.zeros(1).shape[0])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1"
+
+
+def test_torch_already_imported_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = types.ModuleType("torch")
+    monkeypatch.setitem(sys.modules, "torch", marker)
+    with misaki._torch_kept_out():
+        assert sys.modules["torch"] is marker
+    assert sys.modules["torch"] is marker
+
+
+def test_the_lexicon_is_misakis_own_without_its_audit() -> None:
+    from misaki import en
+
+    for british in (False, True):
+        ours = misaki._offline_g2p(british).lexicon
+        theirs = en.Lexicon(british)
+        assert type(ours).__mro__[1] is en.Lexicon
+        assert vars(ours) == vars(theirs)

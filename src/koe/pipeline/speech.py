@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -123,7 +124,11 @@ class Speech:
         options = options or SpeechOptions()
         started = time.perf_counter()
         source = locate(options.engine.kind, options.model_dir, options.download, list(options.voices))
+        if options.engine.kind == "torch":  # now, not beside spaCy's import, which keeps torch out if it can
+            with suppress(ModuleNotFoundError):  # the engine says which extra is missing
+                import torch  # noqa: F401
         # the languages' G2P (spaCy's import and pipeline, misaki's lexicons) need nothing from the engine
+        # (they take longer than the engine here: the voices load after the engine, while they are built)
         g2p = G2PRegistry()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="koe-load-g2p") as pool:
             building = pool.submit(_build_g2p, g2p, options.langs)

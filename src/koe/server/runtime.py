@@ -29,12 +29,12 @@ from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-#: Warm-up utterances of two lengths, each timed to fit the cost model. Loading already ran the engine
-#: once (the ONNX engine decodes its probe through the stages it streams with), so no untimed run precedes
-#: them: that was a second warm-up of the same sessions.
+#: Warm-up utterances of two lengths (about 1 and 3 s of speech), each timed to fit the cost model, which
+#: every finished segment refines after; /ping says 200 only once both are spoken. No untimed run precedes
+#: them: ONNX Runtime's first run of a session is no slower than its second here (measured).
 _WARMUP_TEXTS = (
     "Hello there.",
-    "This longer sentence tells the server how fast synthesis runs on this machine.",
+    "This sentence tells the server how fast it speaks.",
 )
 
 
@@ -132,13 +132,14 @@ class Runtime:
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
         voice = self.settings.default_voice
-        if self.settings.windowed or self.settings.windowed_first:
-            speech.engine.prepare(speech.voices.resolve(voice))  # the default voice windows from the start
         samples = []
         for text in _WARMUP_TEXTS:
             started = time.perf_counter()
             audio = speech.synthesize(text, voice=voice)
             samples.append((len(text), len(audio) / speech.sample_rate, time.perf_counter() - started))
+        if self.settings.windowed or self.settings.windowed_first:
+            # the default voice windows from the start; its windows are timed on the warm-up's decodes
+            speech.engine.prepare(speech.voices.resolve(voice))
         return SegmentCost.fit(samples)
 
     def synthesizer(self) -> Synthesizer:

@@ -38,6 +38,7 @@ from koe.engine.onnx.stages import (
     Statistics,
     WholeDecode,
     load_stages,
+    run_probe,
 )
 from koe.engine.onnx.verdict import Verdict
 from koe.engine.onnx.windowing import (
@@ -60,13 +61,16 @@ _COST_PROBE_FRAMES = (16, 44)
 
 
 class DecodeCosts:
-    """Stage A's seconds per token and the vocoder window's cost model, timed on the probe the first time a
-    windowed stream needs them (a fraction of a second, once; whole decodes never do). Thread-safe."""
+    """Stage A's seconds per token and the vocoder window's cost model, timed the first time a windowed
+    stream (or :meth:`OnnxEngine.prepare`) needs them: a fraction of a second, once, on the probe's A→B
+    decode where the load proved the cut, else on the first whole decode long enough that was
+    :meth:`offer`-ed (a server's warm-up), else on the probe decoded then. Thread-safe."""
 
-    def __init__(self, stages: Stages, probe: Probe, style_row: FloatArray) -> None:
+    def __init__(self, stages: Stages, probe: Probe | None, style_row: FloatArray) -> None:
         self._stages = stages
-        self._probe = probe
         self._style_row = style_row
+        #: the whole decode windows are timed on: its front, style row and statistics
+        self._sample = None if probe is None else (probe.front, style_row, probe.statistics)
         self._fitted: tuple[LinearCost, float] | None = None
         self._lock = threading.Lock()
 
@@ -78,23 +82,36 @@ class DecodeCosts:
     def front_s_per_token(self) -> float:
         return self._fit()[1]
 
+    def offer(self, front: Front, style_row: FloatArray, statistics: Statistics) -> None:
+        """A whole decode the windows may be timed on, so that fitting them needs no probe decode of its
+        own; kept if none is yet and it is as long as the longest timed window."""
+        if self._sample is not None or self._fitted is not None or front.frames < _COST_PROBE_FRAMES[-1]:
+            return
+        with self._lock:
+            if self._sample is None and self._fitted is None:
+                self._sample = (front, style_row, statistics)
+
     def _fit(self) -> tuple[LinearCost, float]:
         with self._lock:
             if self._fitted is None:
                 self._fitted = self._measure()
+                self._sample = None  # timed: its tensors are not needed any more
             return self._fitted
 
     def _measure(self) -> tuple[LinearCost, float]:
-        probe, row = self._probe, self._style_row
+        if self._sample is None:
+            probe = run_probe(self._stages, self._style_row)
+            self._sample = (probe.front, self._style_row, probe.statistics)
+        front, row, statistics = self._sample
         ids = tokenize(PROBE)
         started = time.perf_counter()
         self._stages.run_front(ids, row, 1.0)
         front_s_per_token = (time.perf_counter() - started) / len(ids)
         samples = []
         for frames in _COST_PROBE_FRAMES:
-            end = min(frames, probe.front.frames)
+            end = min(frames, front.frames)
             started = time.perf_counter()
-            self._stages.decode_window(probe.front, row, probe.statistics, 0, end)
+            self._stages.decode_window(front, row, statistics, 0, end)
             samples.append((float(end), time.perf_counter() - started))
         cost = LinearCost.fit(samples)
         logger.info(
@@ -132,9 +149,9 @@ class StreamingDecoder:
         cache_directory: Path,
         verdict: Verdict | None,
     ) -> StreamingDecoder | None:
-        """Derive the stages and decode the probe through them, proving the cut unless ``verdict`` confirms
-        it was proven before; ``None`` (logged) when the graph cannot be cut, so the engine decodes whole
-        utterances. Calibrations are kept in ``cache_directory``."""
+        """Derive the stages and prove the cut on the probe, unless ``verdict`` says it was proven before;
+        ``None`` (logged) when the graph cannot be cut, so the engine decodes whole utterances.
+        Calibrations are kept in ``cache_directory``."""
         probe_style: FloatArray = np.random.default_rng(0).standard_normal((1, 256)).astype(
             np.float32
         ) * np.float32(0.2)  # any style proves the cut; a fixed one keeps the check reproducible
@@ -250,7 +267,8 @@ class OnnxStream(Iterator[StreamEvent]):
 
     def _whole(self) -> Audio:
         assert self._front is not None and self._row is not None
-        audio, _statistics = self._decoder.stages.decode(self._front, self._row)
+        audio, statistics = self._decoder.stages.decode(self._front, self._row)
+        self._decoder.costs.offer(self._front, self._row, statistics)
         self._position = self._front.frames
         return audio
 

@@ -80,7 +80,11 @@ class OnnxEngine:
     name = "onnx"
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, model: bytes, options: OnnxOptions | None = None) -> None:
+    def __init__(
+        self, model: bytes, options: OnnxOptions | None = None, model_sha256: str | None = None
+    ) -> None:
+        """``model_sha256``: the bytes' sha256 where the caller has just verified it (the packaged model), so
+        that 92 MB are not hashed twice; computed here otherwise."""
         options = options or OnnxOptions()
         session_options = ort.SessionOptions()
         session_options.intra_op_num_threads = options.threads or os.cpu_count() or 1
@@ -98,7 +102,7 @@ class OnnxEngine:
         self._whole: ort.InferenceSession | None = None
         self._whole_lock = threading.Lock()
         self.providers = providers
-        self.model_sha256 = hashlib.sha256(model).hexdigest()
+        self.model_sha256 = model_sha256 or hashlib.sha256(model).hexdigest()
         try:
             proto: onnx.ModelProto | None = parse(model)
         except AssetError as exc:  # ONNX Runtime may still run it: then it decodes whole utterances

@@ -12,7 +12,8 @@ computing the harmonic source there keeps the sine phase continuous across windo
 
 The cut uses tensor names of the kokoro-onnx int8/fp32 export; another export lacks them, and
 :func:`load_stages` then returns ``None`` with a logged reason so the engine decodes whole segments. A cut
-proven once for a model is remembered (:mod:`koe.engine.onnx.verdict`), so later loads skip the proof.
+proven once for a model is remembered (:mod:`koe.engine.onnx.verdict`), so later loads skip the probe and
+the proof.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ _AUDIO = "audio"
 _VOCODER_PREFIX = "/decoder/decoder/generator/"
 _STATISTIC_OP = "ReduceMean"
 
-#: The probe that proves the cut ("Please call Stella."): short, because it is decoded three times at load,
-#: yet long enough (80 frames with the probe style) to time windows on.
+#: The probe that proves the cut ("Please call Stella."): short, because it is decoded three times by the
+#: proof, yet long enough (80 frames with the probe style) to time windows on.
 PROBE_PHONEMES = "plˈiz kˈɔl stˈɛlə."
 
 FloatArray = npt.NDArray[np.float32]
@@ -240,7 +241,7 @@ class Probe:
 
 
 def run_probe(stages: Stages, style_row: FloatArray) -> Probe:
-    """The probe through stage A and stage B (the stage sessions' first run, which warms them)."""
+    """The probe through stage A and stage B."""
     front = stages.run_front(tokenize(PROBE_PHONEMES), style_row, 1.0)
     audio, statistics = stages.decode(front, style_row)
     return Probe(front, audio, statistics)
@@ -272,18 +273,20 @@ def load_stages(
     whole: WholeDecode,
     style_row: FloatArray,
     verdict: Verdict | None = None,
-) -> tuple[Stages, Probe] | None:
-    """Derived stages and the probe through them, or ``None`` (logged) when the engine must decode whole
-    segments. The proof (:func:`verify`) is skipped when ``verdict`` confirms this very cut, and recorded
-    there when it runs and holds."""
+) -> tuple[Stages, Probe | None] | None:
+    """Derived stages and, when the probe was decoded, the probe through them; ``None`` (logged) when the
+    engine must decode whole segments. Neither the probe nor the proof (:func:`verify`) runs when
+    ``verdict`` says this very cut was proven on this CPU before; the proof does not when the probe decodes
+    to the bytes it was proven with on another; a proof that runs and holds is recorded there."""
     try:
         stages = derive(proto, make_session, token_input)
+        if verdict is not None and verdict.proven():
+            logger.info("stage cut proven before for this model on this CPU (%s)", verdict.path)
+            return stages, None
         probe = run_probe(stages, style_row)
         if verdict is not None and verdict.confirms(probe.audio):
-            logger.info(
-                "stage cut proven before for this model (%s); its probe decodes to the same bytes",
-                verdict.path,
-            )
+            logger.info("stage cut proven on another CPU; its probe decodes to the same bytes here")
+            verdict.remember(probe.audio)
             return stages, probe
         verify(stages, whole, style_row, probe)
     except (AssetError, SynthesisError) as exc:

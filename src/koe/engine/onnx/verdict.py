@@ -1,14 +1,17 @@
-"""The stage cut's verdict, remembered per model: proven once, then re-checked by a digest at every load.
+"""The stage cut's verdict, remembered per model: proven once, then trusted on that CPU by its key.
 
-Proving the cut (:func:`koe.engine.onnx.stages.verify`) decodes the probe through the whole graph and the
-frozen vocoder besides the A→B decode every load makes anyway (it warms the stage sessions): ~3 s of a
-cold start here. Whether A→B equals the whole graph depends only on the model's bytes, koe's cut and the
-ONNX Runtime build and options that run them, so once proven it is kept in koe's cache under a key of
-exactly those, with the sha256 of the probe's A→B audio. A later load with the same key decodes the probe
-through A→B as before and compares digests: the same bytes mean the same stages, computing what was proven
-equal to the whole graph. A missing, unreadable, malformed or foreign file, a different key or a different
-digest is doubt, and doubt means the full proof (and a fresh record). Only a proof is remembered: a graph
-that cannot be cut is found out again at each load (quickly: its tensors are missing).
+Proving the cut (:func:`koe.engine.onnx.stages.verify`) decodes the probe through A→B, through the whole
+graph and through the frozen vocoder: ~3 s of a cold start here. Whether A→B equals the whole graph depends
+only on the model's bytes, koe's cut, the ONNX Runtime build and options that run them and the CPU whose
+instructions its kernels pick, so once proven it is kept in koe's cache under a key of the first of those
+(the model's sha256 among them: other bytes are another key, proven afresh), with the sha256 of the probe's
+A→B audio and the CPUs it was proven on. A later load on one of those CPUs decodes no probe at all (its
+first real decode is no slower than a second one: ONNX Runtime pays no first-run cost here, measured). On
+another CPU (a container built on one machine and started on another) it decodes the probe through A→B and
+compares digests: the same bytes mean the same stages, and that CPU is added. A missing, unreadable,
+malformed or foreign file, a different key or a different digest is doubt, and doubt means the full proof
+(and a fresh record). Only a proof is remembered: a graph that cannot be cut is found out again at each
+load (quickly: its tensors are missing).
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import platform
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import onnxruntime as ort
 
@@ -28,7 +34,26 @@ logger = logging.getLogger(__name__)
 
 #: Bump when the cut (its tensors, its sessions, the probe) changes in a way koe's version does not show.
 CUT_VERSION = 1
-_SCHEMA = "koe-stage-cut/1"
+_SCHEMA = "koe-stage-cut/2"
+_FIELDS = {"schema", "key", "probe_audio_sha256", "cpus"}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CPUINFO = Path("/proc/cpuinfo")
+#: The lines of ``/proc/cpuinfo`` that name the instructions ONNX Runtime's kernels choose between.
+_CPU_FEATURES = ("flags", "Features")
+
+
+def cpu_identity() -> str:
+    """The machine and its CPU's instruction-set flags (Linux), as one string."""
+    features = ""
+    try:
+        for line in _CPUINFO.read_text(encoding="utf-8", errors="replace").splitlines():
+            field, _, value = line.partition(":")
+            if field.strip() in _CPU_FEATURES:
+                features = " ".join(sorted(value.split()))
+                break
+    except OSError:
+        features = platform.processor()
+    return f"{platform.machine()} {hashlib.sha256(features.encode()).hexdigest()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +82,10 @@ class VerdictKey:
 
     @property
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()
+        """The record's file name: the key and the record's schema (koe trees of one version but different
+        records never overwrite each other's)."""
+        named = {**self.fields(), "schema": _SCHEMA}
+        return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()
 
 
 def audio_digest(audio: Audio) -> str:
@@ -65,37 +93,59 @@ def audio_digest(audio: Audio) -> str:
 
 
 class Verdict:
-    """The proof record of one cut: ``directory/<key digest>.json`` (``directory``: ``<cache>/stage-cut``)."""
+    """The proof record of one cut: ``directory/<key digest>.json`` (``directory``: ``<cache>/stage-cut``);
+    ``cpu``: this machine's (:func:`cpu_identity` unless given)."""
 
-    def __init__(self, directory: Path, key: VerdictKey) -> None:
+    def __init__(self, directory: Path, key: VerdictKey, cpu: str | None = None) -> None:
         self.key = key
+        self.cpu = cpu or cpu_identity()
         self.path = directory / f"{key.digest}.json"
 
-    def _record(self, probe_audio: Audio) -> dict[str, object]:
-        return {"schema": _SCHEMA, "key": self.key.fields(), "probe_audio_sha256": audio_digest(probe_audio)}
-
-    def confirms(self, probe_audio: Audio) -> bool:
-        """Whether this cut was proven with exactly this probe audio; any doubt is ``False``."""
+    def _read(self) -> dict[str, Any] | None:
+        """The record under this key if it is well-formed; ``None`` otherwise (logged unless absent)."""
         try:
             record = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return False
+            return None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             logger.warning("ignoring unreadable stage-cut verdict %s: %s", self.path, exc)
-            return False
-        if record != self._record(probe_audio):
-            logger.warning(
-                "stage-cut verdict %s does not match this model and probe: proving again", self.path
-            )
-            return False
-        return True
+            return None
+        if not (
+            isinstance(record, dict)
+            and set(record) == _FIELDS
+            and record["schema"] == _SCHEMA
+            and record["key"] == self.key.fields()
+            and isinstance(record["probe_audio_sha256"], str)
+            and _SHA256.fullmatch(record["probe_audio_sha256"])
+            and isinstance(record["cpus"], list)
+            and all(isinstance(cpu, str) for cpu in record["cpus"])
+        ):
+            logger.warning("stage-cut verdict %s does not match this model: proving again", self.path)
+            return None
+        return record
+
+    def proven(self) -> bool:
+        """Whether this very cut was proven on this CPU before: then no probe is needed. Doubt: ``False``."""
+        record = self._read()
+        return record is not None and self.cpu in record["cpus"]
+
+    def confirms(self, probe_audio: Audio) -> bool:
+        """Whether the cut was proven (on another CPU) with exactly this probe audio."""
+        record = self._read()
+        return record is not None and record["probe_audio_sha256"] == audio_digest(probe_audio)
 
     def remember(self, probe_audio: Audio) -> None:
-        """Record the proof; a cache that cannot be written costs a proof per load, nothing more."""
+        """Record the proof on this CPU (beside the others that gave the same probe audio); a cache that
+        cannot be written costs a proof per load, nothing more."""
+        digest = audio_digest(probe_audio)
+        record = self._read()
+        cpus = set(record["cpus"]) if record is not None and record["probe_audio_sha256"] == digest else set()
+        fresh = {"schema": _SCHEMA, "key": self.key.fields(), "probe_audio_sha256": digest,
+                 "cpus": sorted(cpus | {self.cpu})}  # fmt: skip
         partial = self.path.with_suffix(".partial")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            partial.write_text(json.dumps(self._record(probe_audio), indent=2, sort_keys=True) + "\n")
+            partial.write_text(json.dumps(fresh, indent=2, sort_keys=True) + "\n")
             partial.replace(self.path)
         except OSError as exc:
             logger.warning("could not record the stage-cut verdict in %s: %s", self.path.parent, exc)
