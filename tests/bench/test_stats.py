@@ -50,6 +50,16 @@ def test_first_speech_is_where_the_listener_hears_the_voice_after_earlier_silenc
     assert playback.first_speech_at == 1.75
 
 
+def test_a_wait_inside_the_silence_before_speech_is_a_later_start_not_a_gap() -> None:
+    # 0.3 s of lead-in silence plays from t=1; its first speech arrives at 1.5 (a 0.2 s wait, heard as
+    # silence), then the next speech only at 3.0, after the first has played out at 2.5
+    playback = simulate_playback([Chunk(1.0, 0.3, None), Chunk(1.5, 1.0, 0.0), Chunk(3.0, 1.0, 0.0)])
+    assert playback.gaps == ((1.3, 1.5), (2.5, 3.0))
+    assert playback.first_speech_at == 1.5
+    assert playback.heard_gaps == ((2.5, 3.0),)
+    assert (playback.gap_count, playback.gap_total_s, playback.max_gap_s) == (1, 0.5, 0.5)
+
+
 def test_a_pcm_stream_split_inside_a_sample_loses_nothing() -> None:
     pcm = (np.arange(1, 2401, dtype="<i2") * 10).tobytes()  # 0.1 s at 24 kHz, loud from sample 0 on
     trace = TurnTrace("split")

@@ -35,7 +35,7 @@ def timeline(traces: Mapping[str, TurnTrace], path: Path) -> Path:
         ax.plot(trace.segments, [2] * len(trace.segments), "v", color="tab:purple", markersize=6)
         ax.vlines([c.at for c in trace.chunks], 0.7, 1.3, color="tab:blue", linewidth=0.8)
         ax.broken_barh([(a, b - a) for a, b in playback.played], (-0.3, 0.6), color="tab:green")
-        ax.broken_barh([(a, b - a) for a, b in playback.gaps], (-0.3, 0.6), color="tab:red")
+        ax.broken_barh([(a, b - a) for a, b in playback.heard_gaps], (-0.3, 0.6), color="tab:red")
         if trace.first_sentence_at is not None and trace.tokens:
             ax.axvline(trace.first_sentence_at, color="0.3", linestyle=":", linewidth=1)
         first = trace.first_audio_s

@@ -96,16 +96,25 @@ class Playback:
     first_speech_at: float | None = None
 
     @property
+    def heard_gaps(self) -> tuple[tuple[float, float], ...]:
+        """The underruns after the first speech: a wait while only the lead-in's silence has played
+        sounds like a later start, which :attr:`first_speech_at` already counts. All of them when no
+        chunk says where speech starts."""
+        if self.first_speech_at is None:
+            return self.gaps
+        return tuple(gap for gap in self.gaps if gap[0] >= self.first_speech_at)
+
+    @property
     def gap_count(self) -> int:
-        return len(self.gaps)
+        return len(self.heard_gaps)
 
     @property
     def gap_total_s(self) -> float:
-        return sum(end - start for start, end in self.gaps)
+        return sum(end - start for start, end in self.heard_gaps)
 
     @property
     def max_gap_s(self) -> float:
-        return max((end - start for start, end in self.gaps), default=0.0)
+        return max((end - start for start, end in self.heard_gaps), default=0.0)
 
 
 def simulate_playback(chunks: Iterable[Chunk], min_gap_s: float = MIN_GAP_S) -> Playback:

@@ -86,7 +86,7 @@ class TurnTrace:
             "segments": [round(t, 3) for t in self.segments],
             "audio": [[round(c.at, 3), round(c.duration_s, 3)] for c in self.chunks],
             "played": [[round(a, 3), round(b, 3)] for a, b in playback.played],
-            "gaps": [[round(a, 3), round(b, 3)] for a, b in playback.gaps],
+            "gaps": [[round(a, 3), round(b, 3)] for a, b in playback.heard_gaps],
             "done_at": round(self.done_at, 3),
         }
 

@@ -1,4 +1,5 @@
-"""Window planning and joins, without the model: windows tile the segment, follow the buffer, converge."""
+"""Window planning and joins, without the model: windows tile the segment, follow the buffer, keep the
+listener supplied, converge."""
 
 from __future__ import annotations
 
@@ -6,18 +7,23 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from koe.engine.onnx.windowing import (
     CONTEXT_FRAMES,
     MAX_WINDOW_FRAMES,
     MIN_WINDOW_FRAMES,
+    MIN_WINDOWED_FRAMES,
+    SAFETY,
     crossfade,
     input_span,
     next_window_end,
+    sustainable_frames,
 )
+from koe.engine.timing import FRAME_SAMPLES
 from koe.scheduler.cost import LinearCost
+from koe.types import SAMPLE_RATE
 
 
 def _plan(total: int, start: int, ahead: list[float], cost: LinearCost) -> list[tuple[int, int]]:
@@ -51,11 +57,54 @@ def test_windows_tile_the_segment_within_size_bounds(
 
 
 def test_more_buffered_audio_gives_larger_windows() -> None:
-    cost = LinearCost(0.1, 0.015)
+    cost = LinearCost(0.05, 0.005)
     sizes = [next_window_end(0, 10_000, ahead, cost, previous=MIN_WINDOW_FRAMES) for ahead in (0.6, 1.2, 2.4)]
     assert sizes[0] < sizes[1] < sizes[2] <= MAX_WINDOW_FRAMES
     predicted = cost.predict(sizes[1] + 2 * CONTEXT_FRAMES)
     assert predicted <= 1.2  # the window finishes while the listener still has audio
+
+
+def _underruns(total: int, cost: LinearCost) -> list[float]:
+    """Decode a segment window by window, each costing what ``cost`` predicts, for a listener who starts
+    playing when the first window arrives: how long each later window kept the listener waiting."""
+    clock, played_until, start, previous, waits = 0.0, 0.0, 0, 0, []
+    while start < total:
+        end = next_window_end(start, total, max(played_until - clock, 0.0), cost, previous=previous)
+        low, high = input_span(start, end, total)
+        clock += cost.predict(high - low)
+        if start and clock > played_until:
+            waits.append(clock - played_until)
+        played_until = max(played_until, clock) + (end - start) * FRAME_SAMPLES / SAMPLE_RATE
+        previous, start = end - start, end
+    return waits
+
+
+@given(
+    total=st.integers(MIN_WINDOWED_FRAMES, 1500),
+    fixed=st.floats(0.01, 0.2),
+    per_frame=st.floats(0.001, 0.012),
+)
+def test_windows_sized_by_the_plan_never_let_a_listener_run_dry(
+    total: int, fixed: float, per_frame: float
+) -> None:
+    cost = LinearCost(fixed, per_frame)
+    assume(sustainable_frames(cost) is not None)
+    assert _underruns(total, cost) == []
+
+
+def test_a_loaded_machine_opens_with_a_window_that_grows_the_buffer() -> None:
+    cost = LinearCost(0.088, 0.0094)  # measured on this project's 2 cores under load
+    floor = sustainable_frames(cost)
+    assert floor is not None and floor > MIN_WINDOW_FRAMES
+    end = next_window_end(0, 200, 0.3, cost)  # only the leading silence is buffered
+    assert end == floor
+    audio_s = floor * FRAME_SAMPLES / SAMPLE_RATE
+    assert cost.predict(floor + 2 * CONTEXT_FRAMES) <= SAFETY * audio_s
+    assert (
+        cost.predict(MIN_WINDOW_FRAMES + 2 * CONTEXT_FRAMES)
+        > SAFETY * MIN_WINDOW_FRAMES * FRAME_SAMPLES / SAMPLE_RATE
+    )
+    assert sustainable_frames(LinearCost(0.02, 0.002)) == MIN_WINDOW_FRAMES  # a quick machine starts small
 
 
 def test_a_machine_slower_than_real_time_doubles_windows_instead_of_shrinking_them() -> None:
