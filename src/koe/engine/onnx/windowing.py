@@ -93,8 +93,10 @@ def next_window_end(
         raise ValueError(f"window start {start} is outside 0..{total - 1}")
     frames = math.floor(cost.units_within(max(ahead_s, 0.0) * SAFETY)) - 2 * context
     floor = sustainable_frames(cost, context=context, min_frames=min_frames, max_frames=max_frames)
-    if frames < (floor or min_frames):
-        frames = floor if floor is not None else 2 * previous
+    if floor is not None:
+        frames = max(frames, floor)
+    elif frames < min_frames:
+        frames = 2 * previous
     frames = min(max(frames, min_frames), max_frames)
     end = min(total, start + frames)
     if total - end < min_frames:
