@@ -1,7 +1,8 @@
 """What every route shares: settings, metrics, admission, and the loaded :class:`Synthesizer`.
 
 The model loads in a worker thread after the server starts listening, so ``/ping`` can answer 503 while it
-loads and 200 once it is loaded *and* warmed up (SageMaker sends traffic only after a 200). Pre-warming the
+loads and 200 once it is loaded *and* warmed up (SageMaker sends traffic only after a 200; the warm-up:
+:mod:`koe.server.warmup`). Pre-warming the
 segment cache (``KOE_PRECACHE``) starts only after that, in the background (:mod:`koe.pipeline.precache`).
 """
 
@@ -13,7 +14,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from koe.engine.assets import cache_dir
 from koe.errors import OverloadedError
+from koe.machine import MEASURED_DIR, Measured
 from koe.pipeline.batch import segment_batches
 from koe.pipeline.cache import SegmentCache
 from koe.pipeline.job import Part, SegmentJob
@@ -25,17 +28,10 @@ from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
 from koe.server.voices import openai_voices
+from koe.server.warmup import warm_up
 from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
-
-#: Warm-up utterances of two lengths (about 1 and 3 s of speech), each timed to fit the cost model, which
-#: every finished segment refines after; /ping says 200 only once both are spoken. No untimed run precedes
-#: them: ONNX Runtime's first run of a session is no slower than its second here (measured).
-_WARMUP_TEXTS = (
-    "Hello there.",
-    "This sentence tells the server how fast it speaks.",
-)
 
 
 class Runtime:
@@ -131,16 +127,14 @@ class Runtime:
         return segment_batches(speech.engine, size)
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
-        voice = self.settings.default_voice
-        samples = []
-        for text in _WARMUP_TEXTS:
-            started = time.perf_counter()
-            audio = speech.synthesize(text, voice=voice)
-            samples.append((len(text), len(audio) / speech.sample_rate, time.perf_counter() - started))
-        if self.settings.windowed or self.settings.windowed_first:
-            # the default voice windows from the start; its windows are timed on the warm-up's decodes
-            speech.engine.prepare(speech.voices.resolve(voice))
-        return SegmentCost.fit(samples)
+        """A model this server loaded itself is timed as before on this machine where it was; one handed in
+        (tests, benchmarks in process) is timed afresh: its identity may not name all that sets its speed."""
+        measured = None
+        if self._given is None:
+            key = {"what": "segment costs", "speech": speech.identity, "engine": speech.engine.description}
+            measured = Measured(cache_dir() / MEASURED_DIR, {**key, "voice": self.settings.default_voice})
+        windowed = self.settings.windowed or self.settings.windowed_first
+        return warm_up(speech, self.settings.default_voice, windowed, measured)
 
     def synthesizer(self) -> Synthesizer:
         """The loaded model, or an ``OverloadedError`` (``not_ready`` / ``shutting_down``) to send back."""

@@ -1,14 +1,17 @@
-"""Window costs are timed on a whole decode already made when one is offered, else on the probe."""
+"""Window costs are timed on a whole decode already made when one is offered, else on the probe; once
+timed on a machine, they are kept for its next start."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
 from koe.engine.onnx.decoder import _COST_PROBE_FRAMES, DecodeCosts
 from koe.engine.onnx.stages import Front, Stages
+from koe.machine import Measured
 
 
 @dataclass
@@ -71,3 +74,28 @@ def test_costs_are_timed_once_and_later_offers_are_ignored() -> None:
     costs.offer(cast(Front, _Front(200)), _ROW, ())
     assert costs.window is first
     assert len(stages.windows) == len(_COST_PROBE_FRAMES)
+
+
+def test_costs_timed_once_are_kept_and_a_later_start_times_nothing(tmp_path: Path) -> None:
+    key = {"what": "vocoder window costs", "model": "test"}
+    first = _RecordingStages()
+    timed = DecodeCosts(cast(Stages, first), None, _ROW, Measured(tmp_path, key)).window
+    later = _RecordingStages()
+    costs = DecodeCosts(cast(Stages, later), None, _ROW, Measured(tmp_path, key))
+    kept = costs.window
+    assert (later.windows, later.decoded_whole) == ([], 0)
+    assert (kept.fixed_s, kept.per_unit_s) == (timed.fixed_s, timed.per_unit_s)
+    assert costs.front_s_per_token > 0
+
+
+def test_costs_kept_under_another_key_or_damaged_are_timed_again(tmp_path: Path) -> None:
+    DecodeCosts(cast(Stages, _RecordingStages()), None, _ROW, Measured(tmp_path, {"model": "a"})).window  # noqa: B018
+    other = _RecordingStages()
+    DecodeCosts(cast(Stages, other), None, _ROW, Measured(tmp_path, {"model": "b"})).window  # noqa: B018
+    assert len(other.windows) == len(_COST_PROBE_FRAMES)
+    measured = Measured(tmp_path, {"model": "a"})
+    measured.write({"fixed_s": "fast", "per_frame_s": -1.0, "front_s_per_token": 0.001})
+    damaged = _RecordingStages()
+    DecodeCosts(cast(Stages, damaged), None, _ROW, measured).window  # noqa: B018
+    assert len(damaged.windows) == len(_COST_PROBE_FRAMES)
+    assert measured.read() is not None and measured.read()["fixed_s"] != "fast"  # replaced by the timing

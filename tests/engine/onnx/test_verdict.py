@@ -48,18 +48,6 @@ def test_a_proof_from_another_cpu_holds_here_only_once_the_probe_decodes_to_the_
     assert not here.proven() and Verdict(tmp_path, _key(), cpu="a third").proven()
 
 
-def test_a_cpu_is_named_by_its_instruction_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    cpuinfo = tmp_path / "cpuinfo"
-    monkeypatch.setattr(verdicts, "_CPUINFO", cpuinfo)
-
-    def named(flags: str) -> str:
-        cpuinfo.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {flags}\n")
-        return verdicts.cpu_identity()
-
-    assert named("sse2 avx2 fma") == named("fma sse2 avx2")
-    assert named("sse2 avx2 fma") != named("sse2 avx2 fma avx512f avx512_vnni")
-
-
 def test_nothing_recorded_is_no_proof(tmp_path: Path) -> None:
     assert not Verdict(tmp_path / "never-written", _key()).proven()
 

@@ -17,6 +17,7 @@ a stream is timing right after stage A, then the whole utterance, bit-identical 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -51,6 +52,7 @@ from koe.engine.onnx.windowing import (
 )
 from koe.engine.timing import FRAME_SAMPLES, SegmentTiming
 from koe.engine.vocab import tokenize
+from koe.machine import Measured
 from koe.scheduler.cost import LinearCost
 from koe.types import Audio
 
@@ -61,14 +63,18 @@ _COST_PROBE_FRAMES = (16, 44)
 
 
 class DecodeCosts:
-    """Stage A's seconds per token and the vocoder window's cost model, timed the first time a windowed
-    stream (or :meth:`OnnxEngine.prepare`) needs them: a fraction of a second, once, on the probe's A→B
-    decode where the load proved the cut, else on the first whole decode long enough that was
-    :meth:`offer`-ed (a server's warm-up), else on the probe decoded then. Thread-safe."""
+    """Stage A's seconds per token and the vocoder window's cost model: as ``measured`` kept them from an
+    earlier start on this machine, else timed the first time a windowed stream (or
+    :meth:`OnnxEngine.prepare`) needs them — about a second, once, on the probe's A→B decode where the load
+    proved the cut, else on the first whole decode long enough that was :meth:`offer`-ed (a server's
+    warm-up), else on the probe decoded then — and kept there. Thread-safe."""
 
-    def __init__(self, stages: Stages, probe: Probe | None, style_row: FloatArray) -> None:
+    def __init__(
+        self, stages: Stages, probe: Probe | None, style_row: FloatArray, measured: Measured | None = None
+    ) -> None:
         self._stages = stages
         self._style_row = style_row
+        self._measured = measured
         #: the whole decode windows are timed on: its front, style row and statistics
         self._sample = None if probe is None else (probe.front, style_row, probe.statistics)
         self._fitted: tuple[LinearCost, float] | None = None
@@ -94,9 +100,24 @@ class DecodeCosts:
     def _fit(self) -> tuple[LinearCost, float]:
         with self._lock:
             if self._fitted is None:
-                self._fitted = self._measure()
+                self._fitted = self._remembered() or self._measure()
                 self._sample = None  # timed: its tensors are not needed any more
             return self._fitted
+
+    def _remembered(self) -> tuple[LinearCost, float] | None:
+        values = self._measured.read() if self._measured is not None else None
+        if values is None:
+            return None
+        try:
+            cost = LinearCost(float(values["fixed_s"]), float(values["per_frame_s"]))
+            front_s_per_token = float(values["front_s_per_token"])
+        except (KeyError, TypeError, ValueError) as exc:
+            logger.warning("measuring the window costs again: the kept ones are not usable (%s)", exc)
+            return None
+        if not math.isfinite(front_s_per_token) or front_s_per_token <= 0:
+            return None
+        logger.info("window costs as measured before on this machine: %r", cost)
+        return cost, front_s_per_token
 
     def _measure(self) -> tuple[LinearCost, float]:
         if self._sample is None:
@@ -118,6 +139,9 @@ class DecodeCosts:
             "window cost %.0f ms + %.1f ms/frame, front %.1f ms/token",
             cost.fixed_s * 1e3, cost.per_unit_s * 1e3, front_s_per_token * 1e3,
         )  # fmt: skip
+        if self._measured is not None:
+            kept = {"fixed_s": cost.fixed_s, "per_frame_s": cost.per_unit_s}
+            self._measured.write({**kept, "front_s_per_token": front_s_per_token})
         return cost, front_s_per_token
 
 
@@ -148,10 +172,11 @@ class StreamingDecoder:
         model_sha256: str,
         cache_directory: Path,
         verdict: Verdict | None,
+        measured_costs: Measured | None = None,
     ) -> StreamingDecoder | None:
         """Derive the stages and prove the cut on the probe, unless ``verdict`` says it was proven before;
         ``None`` (logged) when the graph cannot be cut, so the engine decodes whole utterances.
-        Calibrations are kept in ``cache_directory``."""
+        Calibrations are kept in ``cache_directory``, the decoding steps' costs in ``measured_costs``."""
         probe_style: FloatArray = np.random.default_rng(0).standard_normal((1, 256)).astype(
             np.float32
         ) * np.float32(0.2)  # any style proves the cut; a fixed one keeps the check reproducible
@@ -160,7 +185,7 @@ class StreamingDecoder:
             return None
         stages, probe = loaded
         calibration = Calibration(stages, model_sha256, cache_directory)
-        return cls(stages, calibration, DecodeCosts(stages, probe, probe_style))
+        return cls(stages, calibration, DecodeCosts(stages, probe, probe_style, measured_costs))
 
     def stream(
         self,

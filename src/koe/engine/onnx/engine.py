@@ -32,11 +32,13 @@ from koe.engine.base import (
     drain,
 )
 from koe.engine.onnx.decoder import StreamingDecoder
+from koe.engine.onnx.sessions import OptimizedSessions
 from koe.engine.onnx.stages import PROBE_PHONEMES, parse
 from koe.engine.onnx.verdict import Verdict, VerdictKey
 from koe.engine.onnx.windowing import MIN_WINDOWED_FRAMES
 from koe.engine.vocab import tokenize
 from koe.errors import AssetError, SynthesisError
+from koe.machine import MEASURED_DIR, Measured
 from koe.types import SAMPLE_RATE, Audio, StyleTable
 
 logger = logging.getLogger(__name__)
@@ -86,16 +88,11 @@ class OnnxEngine:
         """``model_sha256``: the bytes' sha256 where the caller has just verified it (the packaged model), so
         that 92 MB are not hashed twice; computed here otherwise."""
         options = options or OnnxOptions()
-        session_options = ort.SessionOptions()
-        session_options.intra_op_num_threads = options.threads or os.cpu_count() or 1
-        session_options.inter_op_num_threads = 1
-        session_options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        session_options.graph_optimization_level = _OPT_LEVELS[options.graph_optimization]
-        session_options.log_severity_level = 3  # warnings about unused initializers are noise for users
+        threads = options.threads or os.cpu_count() or 1
         providers = choose_providers(options.providers)
-
-        def make_session(data: bytes) -> ort.InferenceSession:
-            return ort.InferenceSession(data, session_options, providers=providers)
+        make_session = OptimizedSessions(
+            threads, _OPT_LEVELS[options.graph_optimization], providers, cache_dir() / "optimized"
+        )
 
         self._make_session = make_session
         self._model: bytes | None = model  # kept until the single graph's session is built from it
@@ -119,12 +116,12 @@ class OnnxEngine:
                 f"model inputs {sorted(inputs)} are not Kokoro's (tokens/input_ids, style, speed)"
             )
         self._token_input = token_inputs[0]
-        logger.info("ONNX engine on %s, %d threads", providers, session_options.intra_op_num_threads)
+        logger.info("ONNX engine on %s, %d threads", providers, threads)
         self.streaming: StreamingDecoder | None = None
         if options.streaming and proto is not None:
             key = VerdictKey.of(
                 self.model_sha256, providers, options.graph_optimization,
-                session_options.intra_op_num_threads, PROBE_PHONEMES,
+                threads, PROBE_PHONEMES,
             )  # fmt: skip
             self.streaming = StreamingDecoder.load(
                 proto,
@@ -134,6 +131,7 @@ class OnnxEngine:
                 self.model_sha256,
                 cache_dir() / "calibration",
                 Verdict(cache_dir() / "stage-cut", key),
+                Measured(cache_dir() / MEASURED_DIR, {"what": "vocoder window costs", **key.fields()}),
             )
         del proto  # the parsed graph is as large as the model
         if self.streaming is None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import platform
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import onnxruntime as ort
 
 from koe import __version__
+from koe.machine import cpu_identity
 from koe.types import Audio
 
 logger = logging.getLogger(__name__)
@@ -37,23 +37,6 @@ CUT_VERSION = 1
 _SCHEMA = "koe-stage-cut/2"
 _FIELDS = {"schema", "key", "probe_audio_sha256", "cpus"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_CPUINFO = Path("/proc/cpuinfo")
-#: The lines of ``/proc/cpuinfo`` that name the instructions ONNX Runtime's kernels choose between.
-_CPU_FEATURES = ("flags", "Features")
-
-
-def cpu_identity() -> str:
-    """The machine and its CPU's instruction-set flags (Linux), as one string."""
-    features = ""
-    try:
-        for line in _CPUINFO.read_text(encoding="utf-8", errors="replace").splitlines():
-            field, _, value = line.partition(":")
-            if field.strip() in _CPU_FEATURES:
-                features = " ".join(sorted(value.split()))
-                break
-    except OSError:
-        features = platform.processor()
-    return f"{platform.machine()} {hashlib.sha256(features.encode()).hexdigest()}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,119 @@
+"""Sessions come from the graph ONNX Runtime optimized at an earlier start, and compute the same bits."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from koe.engine.assets import packaged_model_bytes
+from koe.engine.onnx import sessions
+from koe.engine.onnx.sessions import KEPT_GRAPHS, OptimizedSessions
+
+_ALL = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+_CPU = ["CPUExecutionProvider"]
+
+
+def _graph(scale: float) -> bytes:
+    """``relu(x @ w + b)``: a MatMul and an Add that ONNX Runtime fuses when it optimizes."""
+    weights = helper.make_tensor("w", TensorProto.FLOAT, [4, 3], (np.arange(12) * scale).tolist())
+    bias = helper.make_tensor("b", TensorProto.FLOAT, [3], [0.5, -1.0, 2.0])
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("Add", ["xw", "b"], ["xwb"]),
+        helper.make_node("Relu", ["xwb"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [weights, bias],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+_X = np.array([[1.0, -2.0, 3.0, 0.25]], dtype=np.float32)
+
+
+def _run(session: ort.InferenceSession) -> Any:
+    return session.run(None, {"x": _X})[0]
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Each session ONNX Runtime is asked to build: what from (``file`` or ``bytes``) and at which level."""
+    calls: list[tuple[str, int]] = []
+    real = ort.InferenceSession
+
+    def recording(source: Any, options: ort.SessionOptions, **kwargs: Any) -> ort.InferenceSession:
+        calls.append(("file" if isinstance(source, str) else "bytes", int(options.graph_optimization_level)))
+        return real(source, options, **kwargs)
+
+    monkeypatch.setattr(sessions.ort, "InferenceSession", recording)
+    return calls
+
+
+def test_a_later_session_is_built_from_the_kept_graph_without_optimizing(
+    tmp_path: Path, built: list[tuple[str, int]]
+) -> None:
+    first = OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
+    later = OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
+    assert built == [("bytes", int(_ALL)), ("file", int(ort.GraphOptimizationLevel.ORT_DISABLE_ALL))]
+    assert len(list(tmp_path.glob("*.onnx"))) == 1
+    np.testing.assert_array_equal(_run(later), _run(first))
+
+
+def test_another_graph_or_level_is_optimized_afresh(tmp_path: Path, built: list[tuple[str, int]]) -> None:
+    OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
+    OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(2.0))
+    basic = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    OptimizedSessions(1, basic, _CPU, tmp_path)(_graph(1.0))
+    assert [source for source, _level in built] == ["bytes", "bytes", "bytes"]
+    assert len(list(tmp_path.glob("*.onnx"))) == 3
+
+
+def test_a_damaged_kept_graph_is_optimized_again_and_replaced(tmp_path: Path) -> None:
+    expected = _run(OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0)))
+    (kept,) = tmp_path.glob("*.onnx")
+    kept.write_bytes(b"not a graph")
+    np.testing.assert_array_equal(_run(OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))), expected)
+    onnx.load_from_string(kept.read_bytes())  # a graph again
+
+
+def test_only_the_graphs_used_last_are_kept(tmp_path: Path) -> None:
+    factory = OptimizedSessions(1, _ALL, _CPU, tmp_path)
+    factory(_graph(0.0))
+    (oldest,) = tmp_path.glob("*.onnx")
+    os.utime(oldest, (1.0, 1.0))
+    for scale in range(1, KEPT_GRAPHS + 1):
+        factory(_graph(float(scale)))
+    assert len(list(tmp_path.glob("*.onnx"))) == KEPT_GRAPHS and not oldest.exists()
+
+
+def test_a_cache_that_cannot_be_written_still_gives_a_session(tmp_path: Path) -> None:
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    session = OptimizedSessions(1, _ALL, _CPU, blocked / "optimized")(_graph(1.0))
+    np.testing.assert_array_equal(_run(session), _run(ort.InferenceSession(_graph(1.0), providers=_CPU)))
+
+
+@pytest.mark.model
+def test_kokoros_graph_from_its_kept_optimized_form_decodes_the_same_bits(tmp_path: Path) -> None:
+    model = packaged_model_bytes()
+    fresh = OptimizedSessions(2, _ALL, _CPU, tmp_path)(model)
+    kept = OptimizedSessions(2, _ALL, _CPU, tmp_path)(model)
+    rng = np.random.default_rng(3)
+    feeds = {
+        "tokens": np.array([[0, *rng.integers(1, 150, 40), 0]], dtype=np.int64),
+        "style": (rng.standard_normal((1, 256)) * 0.2).astype(np.float32),
+        "speed": np.array([1.0], dtype=np.float32),
+    }
+    audio = fresh.run(None, feeds)[0]
+    assert audio.size > 0
+    np.testing.assert_array_equal(kept.run(None, feeds)[0], audio)
