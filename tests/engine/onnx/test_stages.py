@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from koe.engine.base import AudioChunk, SynthesisRequest
+from koe.engine.assets import MODEL_SHA256, packaged_model_bytes
+from koe.engine.base import AudioChunk, SynthesisRequest, drain
+from koe.engine.onnx import stages
 from koe.engine.onnx.decoder import StreamingDecoder
 from koe.engine.onnx.engine import OnnxEngine, OnnxOptions
 from koe.engine.onnx.stages import FRAME_SAMPLES
@@ -34,6 +38,36 @@ def test_front_then_vocoder_equals_the_single_graph_bit_for_bit(
     assert front.frames * FRAME_SAMPLES == whole.size and len(front.durations) == len(ids) + 2
     refed = streaming.stages.decode_window(front, row, statistics, 0, front.frames)
     assert np.array_equal(refed, whole)  # the frozen-statistics graph computes the same with them fed in
+
+
+def test_a_later_start_extracts_no_stage_graph_and_decodes_the_same_bits(
+    speech: Speech, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KOE_CACHE_DIR", str(tmp_path))
+    model = packaged_model_bytes()
+    first = OnnxEngine(model, OnnxOptions(threads=2), MODEL_SHA256)  # proves the cut, keeps its graphs
+
+    def extracted(*args: Any) -> None:
+        raise AssertionError("a stage graph was extracted again")
+
+    monkeypatch.setattr(stages, "_extract", extracted)
+    later = OnnxEngine(model, OnnxOptions(threads=2), MODEL_SHA256)
+    assert first.streaming is not None and later.streaming is not None
+    (phonemes,) = speech.phonemize("Kept graphs speak alike.")
+    request = SynthesisRequest(phonemes, speech.voices.resolve("af_heart"))
+    audio = drain(first.stream(request)).audio
+    assert audio.size > 0
+    assert np.array_equal(drain(later.stream(request)).audio, audio)
+    # the session that measures calibrations is cut from the model's bytes when one is needed
+    ids = tokenize(phonemes)
+    row = request.style[len(ids) - 1]
+    sums = [
+        cut.class_sums([(cut.run_front(ids, row, 1.0), row)])
+        for cut in (first.streaming.stages, later.streaming.stages)
+    ]
+    assert len(sums[1]) == len(later.streaming.stages.norms) > 0
+    for (a, b, c), (x, y, z) in zip(*sums, strict=True):
+        assert np.array_equal(a, x) and np.array_equal(b, y) and np.array_equal(c, z)
 
 
 def _not_kokoro() -> bytes:

@@ -34,8 +34,8 @@ from koe.engine.onnx.stages import (
     FloatArray,
     Front,
     Probe,
-    SessionFactory,
     Stages,
+    StageSessions,
     Statistics,
     WholeDecode,
     load_stages,
@@ -166,7 +166,8 @@ class StreamingDecoder:
     def load(
         cls,
         proto: onnx.ModelProto,
-        make_session: SessionFactory,
+        model: bytes,
+        sessions: StageSessions,
         token_input: str,
         whole: WholeDecode,
         model_sha256: str,
@@ -180,7 +181,7 @@ class StreamingDecoder:
         probe_style: FloatArray = np.random.default_rng(0).standard_normal((1, 256)).astype(
             np.float32
         ) * np.float32(0.2)  # any style proves the cut; a fixed one keeps the check reproducible
-        loaded = load_stages(proto, make_session, token_input, whole, probe_style, verdict)
+        loaded = load_stages(proto, model, sessions, token_input, whole, probe_style, verdict)
         if loaded is None:
             return None
         stages, probe = loaded

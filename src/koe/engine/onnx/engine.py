@@ -125,6 +125,7 @@ class OnnxEngine:
             )  # fmt: skip
             self.streaming = StreamingDecoder.load(
                 proto,
+                model,
                 make_session,
                 self._token_input,
                 self._decode,

@@ -16,7 +16,9 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import onnxruntime as ort
 
@@ -50,10 +52,18 @@ class OptimizedSessions:
         self._directory = directory if cacheable else None
         self._machine = f"{ort.__version__} {int(level)} {cpu_identity()}"
 
-    def __call__(self, data: bytes) -> ort.InferenceSession:
+    def __call__(self, graph: bytes) -> ort.InferenceSession:
+        """The session of ``graph``, found by its bytes."""
+        return self._session(hashlib.sha256(graph), lambda: graph)
+
+    def named(self, name: str, graph: Callable[[], bytes]) -> ort.InferenceSession:
+        """The session of the graph ``name`` identifies (whoever names it vouches that the name changes when
+        its bytes do); ``graph()`` makes the bytes, called only when no optimized graph is kept."""
+        return self._session(hashlib.sha256(f"named {name}".encode()), graph)
+
+    def _session(self, key: Any, graph: Callable[[], bytes]) -> ort.InferenceSession:
         if self._directory is None:
-            return ort.InferenceSession(data, self._options(self._level), providers=self.providers)
-        key = hashlib.sha256(data)
+            return ort.InferenceSession(graph(), self._options(self._level), providers=self.providers)
         key.update(self._machine.encode())
         path = self._directory / f"{key.hexdigest()}.onnx"
         if path.is_file():
@@ -65,7 +75,7 @@ class OptimizedSessions:
             else:
                 os.utime(path)  # used: the last to be removed
                 return session
-        return self._optimize(data, path)
+        return self._optimize(graph(), path)
 
     def _options(self, level: ort.GraphOptimizationLevel) -> ort.SessionOptions:
         options = ort.SessionOptions()

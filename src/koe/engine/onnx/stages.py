@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache, partial
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -58,7 +60,6 @@ FloatArray = npt.NDArray[np.float32]
 #: Normalization statistics of stage B, in the order of :attr:`Stages.statistic_names`.
 Statistics = tuple[FloatArray, ...]
 Sums = npt.NDArray[np.float64]
-SessionFactory = Callable[[bytes], ort.InferenceSession]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +177,34 @@ def parse(model: bytes) -> onnx.ModelProto:
         raise AssetError(f"the model could not be parsed by onnx: {exc}") from exc
 
 
-def derive(proto: onnx.ModelProto, make_session: SessionFactory, token_input: str) -> Stages:
-    """Cut the model into the three stage sessions; raises ``AssetError`` when the graph is another export."""
+class StageSessions(Protocol):
+    """Sessions of graphs (:class:`koe.engine.onnx.sessions.OptimizedSessions`): of bytes, or of a graph
+    that a name identifies, kept from an earlier start, whose bytes are made only when it was not."""
+
+    def __call__(self, graph: bytes) -> ort.InferenceSession: ...
+
+    def named(self, name: str, graph: Callable[[], bytes]) -> ort.InferenceSession: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Graphs:
+    front: bytes
+    vocoder: bytes
+    frozen: bytes
+
+
+def derive(
+    proto: onnx.ModelProto,
+    sessions: StageSessions,
+    token_input: str,
+    model: bytes,
+    kept_as: str | None = None,
+) -> Stages:
+    """Cut the model (``proto``, parsed from ``model``) into the three stage sessions; raises
+    ``AssetError`` when the graph is another export. ``kept_as`` identifies this cut of these bytes (the
+    verdict's key): the sessions kept under it from an earlier start are used as they are, and the graphs
+    are extracted only for those that were not (extracting them holds the GIL ~0.5 s, beside the G2P's
+    build); without it, they are extracted and their sessions found by their bytes."""
     produced = {output for node in proto.graph.node for output in node.output}
     missing = [name for name in (DURATIONS, ENERGY, *_CUT, _AUDIO) if name not in produced]
     inputs = {value.name for value in proto.graph.input}
@@ -196,36 +223,61 @@ def derive(proto: onnx.ModelProto, make_session: SessionFactory, token_input: st
         norms = find_norms(proto.graph, statistics)
     except ValueError as exc:
         raise AssetError(str(exc)) from exc
+    graphs = cache(lambda: _extract(proto, token_input, statistics))
+    try:
+        if kept_as is None:
+            built = [sessions(graph) for graph in (graphs().front, graphs().vocoder, graphs().frozen)]
+        else:
+            built = [sessions.named(f"{kept_as} {part}", partial(_part, graphs, part)) for part in _PARTS]
+    except AssetError:
+        raise
+    except Exception as exc:  # onnxruntime refuses a derived graph
+        raise AssetError(f"ONNX Runtime could not load a stage: {exc}") from exc
+
+    def measuring() -> ort.InferenceSession:
+        """Built only to calibrate a voice (rare): extracted again then, from the model's bytes."""
+        graph = _vocoder(Extractor(parse(model)), statistics)
+        add_class_sums(graph.graph, norms)
+        _check_inputs("stage B (measuring)", graph, {*_CUT, _STYLE, MASK_INPUT})
+        return sessions(graph.SerializeToString())
+
+    front_session, vocoder_session, frozen_session = built
+    return Stages(
+        front_session, vocoder_session, frozen_session, token_input, statistics, norms, measuring
+    )  # fmt: skip
+
+
+_PARTS = ("front", "vocoder", "frozen")
+
+
+def _part(graphs: Callable[[], _Graphs], part: str) -> bytes:
+    graph: bytes = getattr(graphs(), part)
+    return graph
+
+
+def _vocoder(extractor: Extractor, statistics: tuple[str, ...]) -> onnx.ModelProto:
+    return extractor.extract_model([*_CUT, _STYLE], [_AUDIO, *statistics])
+
+
+def _extract(proto: onnx.ModelProto, token_input: str, statistics: tuple[str, ...]) -> _Graphs:
+    """The three stage graphs' bytes; raises ``AssetError`` when the graph cannot be cut."""
     extractor = Extractor(proto)
     try:
         front = extractor.extract_model([token_input, _STYLE, _SPEED], [DURATIONS, ENERGY, *_CUT])
-        vocoder = extractor.extract_model([*_CUT, _STYLE], [_AUDIO, *statistics])
+        vocoder = _vocoder(extractor, statistics)
         frozen = extractor.extract_model([*_CUT, _STYLE, *statistics], [_AUDIO])
     except Exception as exc:  # onnx's extractor raises assorted errors on unexpected graphs
         raise AssetError(f"the graph could not be cut into stages: {exc}") from exc
-    measuring = onnx.ModelProto()
-    measuring.CopyFrom(vocoder)
-    add_class_sums(measuring.graph, norms)
-    for name, part, expected in (
-        ("stage A", front, {token_input, _STYLE, _SPEED}),
-        ("stage B", vocoder, {*_CUT, _STYLE}),
-        ("stage B (frozen)", frozen, {*_CUT, _STYLE, *statistics}),
-        ("stage B (measuring)", measuring, {*_CUT, _STYLE, MASK_INPUT}),
-    ):
-        got = {value.name for value in part.graph.input}
-        if got != expected:
-            raise AssetError(f"{name} needs inputs {sorted(got - expected)} beyond the cut")
-    try:
-        front_session, vocoder_session, frozen_session = (
-            make_session(part.SerializeToString()) for part in (front, vocoder, frozen)
-        )
-    except Exception as exc:  # onnxruntime refuses a derived graph
-        raise AssetError(f"ONNX Runtime could not load a stage: {exc}") from exc
-    measuring_bytes = measuring.SerializeToString()
-    return Stages(
-        front_session, vocoder_session, frozen_session, token_input, statistics, norms,
-        lambda: make_session(measuring_bytes),
-    )  # fmt: skip
+    _check_inputs("stage A", front, {token_input, _STYLE, _SPEED})
+    _check_inputs("stage B", vocoder, {*_CUT, _STYLE})
+    _check_inputs("stage B (frozen)", frozen, {*_CUT, _STYLE, *statistics})
+    return _Graphs(front.SerializeToString(), vocoder.SerializeToString(), frozen.SerializeToString())
+
+
+def _check_inputs(stage: str, graph: onnx.ModelProto, expected: set[str]) -> None:
+    got = {value.name for value in graph.graph.input}
+    if got != expected:
+        raise AssetError(f"{stage} needs inputs {sorted(got - expected)} beyond the cut")
 
 
 WholeDecode = Callable[[list[int], FloatArray, float], Audio]
@@ -268,7 +320,8 @@ def verify(stages: Stages, whole: WholeDecode, style_row: FloatArray, probe: Pro
 
 def load_stages(
     proto: onnx.ModelProto,
-    make_session: SessionFactory,
+    model: bytes,
+    sessions: StageSessions,
     token_input: str,
     whole: WholeDecode,
     style_row: FloatArray,
@@ -279,7 +332,8 @@ def load_stages(
     ``verdict`` says this very cut was proven on this CPU before; the proof does not when the probe decodes
     to the bytes it was proven with on another; a proof that runs and holds is recorded there."""
     try:
-        stages = derive(proto, make_session, token_input)
+        kept_as = None if verdict is None else f"stage cut {verdict.key.digest}"
+        stages = derive(proto, sessions, token_input, model, kept_as)
         if verdict is not None and verdict.proven():
             logger.info("stage cut proven before for this model on this CPU (%s)", verdict.path)
             return stages, None

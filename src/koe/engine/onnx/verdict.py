@@ -32,7 +32,8 @@ from koe.types import Audio
 
 logger = logging.getLogger(__name__)
 
-#: Bump when the cut (its tensors, its sessions, the probe) changes in a way koe's version does not show.
+#: Bump when the cut (its tensors, its sessions, the probe) changes in a way koe's version does not show:
+#: the stage graphs kept from earlier starts are found under the key it is part of.
 CUT_VERSION = 1
 _SCHEMA = "koe-stage-cut/2"
 _FIELDS = {"schema", "key", "probe_audio_sha256", "cpus"}
