@@ -21,6 +21,14 @@ def test_a_baseline_tree_runs_with_its_own_source_and_says_so_in_its_kind() -> N
     assert "sys.modules['torch'] = None" in baseline.command()[-1]
 
 
+def test_a_first_start_runs_each_child_in_a_cache_of_its_own_holding_only_the_voices(tmp_path: Path) -> None:
+    first = Koe(without_torch=True, first_start_in=tmp_path)
+    one, other = Path(first.env()["KOE_CACHE_DIR"]), Path(first.env()["KOE_CACHE_DIR"])
+    assert one != other and one.parent == tmp_path
+    assert [path.name for path in one.iterdir()] == ["voices"] and (one / "voices").is_symlink()
+    assert first.kind("koe_serve_ready") == "koe_serve_ready_first_start_without_torch"
+
+
 def test_a_baseline_tree_without_this_measurement_is_refused_before_any_process_runs(tmp_path: Path) -> None:
     (tmp_path / "koe").mkdir()  # a koe from before the measurement existed: its step profile could not run
     with pytest.raises(ConfigError, match=r"koe/bench/coldstart\.py"):

@@ -95,20 +95,31 @@ def _python() -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Koe:
-    """Which koe a child runs: this one or a baseline source tree (``src``), with torch importable or not."""
+    """Which koe a child runs: this one or a baseline source tree (``src``), with torch importable or not;
+    with ``first_start_in``, each child in a cache of its own made there, holding only the installed voices
+    (nothing proven, optimized or measured before: a fresh container's start)."""
 
     src: Path | None = None
     without_torch: bool = False
+    first_start_in: Path | None = None
 
     def command(self) -> list[str]:
         return [*_python(), "-c", _WITHOUT_TORCH] if self.without_torch else [*_python(), "-m", "koe.cli"]
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(self.src)} if self.src is not None else dict(os.environ)
+        env = {**os.environ, "PYTHONPATH": str(self.src)} if self.src is not None else dict(os.environ)
+        if self.first_start_in is not None:
+            from koe.engine.assets import cache_dir
+
+            fresh = Path(tempfile.mkdtemp(prefix="cache-", dir=self.first_start_in))
+            (fresh / "voices").symlink_to(cache_dir() / "voices", target_is_directory=True)
+            env["KOE_CACHE_DIR"] = str(fresh)
+        return env
 
     def kind(self, what: str) -> str:
         prefix = "baseline_" if self.src is not None else ""
-        return f"{prefix}{what}{'_without_torch' if self.without_torch else ''}"
+        first = "_first_start" if self.first_start_in is not None else ""
+        return f"{prefix}{what}{first}{'_without_torch' if self.without_torch else ''}"
 
 
 def torch_installed() -> bool:
@@ -231,11 +242,14 @@ def cold_runs(
     step: Callable[[], None] = lambda: None,
 ) -> dict[str, list[ColdRun]]:
     """``repeats`` rounds of each kind, the order rotating from round to round: koe (and the ``baseline``
-    source tree, if given), each also without torch where torch is installed, and kokoro-onnx."""
+    source tree, if given), each also without torch where torch is installed, each's first start (as in a
+    fresh container: no torch, nothing kept in its cache but the voices), and kokoro-onnx."""
     model, voices = prepare_kokoro_onnx(workdir)
-    variants = [Koe()] + ([Koe(baseline)] if baseline is not None else [])
+    sources = [None] + ([baseline] if baseline is not None else [])
+    variants = [Koe(src) for src in sources]
     if torch_installed():
-        variants += [Koe(v.src, without_torch=True) for v in variants]
+        variants += [Koe(src, without_torch=True) for src in sources]
+    variants += [Koe(src, torch_installed(), workdir) for src in sources]
     kinds: dict[str, Callable[[], ColdRun]] = {
         "kokoro_onnx_say": lambda: kokoro_onnx_cold(model, voices, workdir / "kokoro.wav", text)
     }
@@ -397,7 +411,7 @@ def run(repeats: int, baseline: Path | None = None) -> dict[str, Any]:
 
 def kinds_per_round(baseline: bool = False) -> int:
     """Fresh processes of one round: kokoro-onnx, and koe's say and serve per variant."""
-    variants = (2 if baseline else 1) * (2 if torch_installed() else 1)
+    variants = (2 if baseline else 1) * (3 if torch_installed() else 2)
     return 1 + 2 * variants
 
 
