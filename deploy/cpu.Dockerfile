@@ -21,10 +21,12 @@ RUN ln -s /usr/local/lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
-# Japanese readings without their 190 MB Sudachi dictionary, which koe does not use (Makefile)
+# Japanese readings without their 190 MB Sudachi dictionary, which koe does not use (Makefile). The graphs
+# ONNX Runtime optimized for this build machine's CPU are not kept: the endpoint's CPU may be another.
 RUN pip install --no-cache-dir . \
     && pip install --no-cache-dir --no-deps "pyopenjtalk-plus==0.4.1.post10" "sudachipy==0.7.0" \
-    && koe install
+    && koe install \
+    && rm -rf "$KOE_CACHE_DIR/optimized"
 
 FROM ${PYTHON_IMAGE}
 LABEL com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true \

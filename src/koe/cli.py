@@ -8,6 +8,7 @@ Runtime, spaCy) happen inside handlers so that ``koe --help`` stays instant.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -441,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``koe ARGV`` (``None``: this process's own arguments)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.log_format not in _LOG_FORMATS:  # argparse checks flags, not defaults from the environment
@@ -457,6 +459,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:
+        if argv is None:
+            # the process ends next: Python's final collection would walk every object the G2P and the
+            # model left (~0.3 s of `koe say` here, measured), and none of them needs it
+            gc.freeze()
 
 
 if __name__ == "__main__":

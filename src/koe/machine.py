@@ -81,4 +81,4 @@ class Measured:
             partial.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
             partial.replace(self.path)
         except OSError as exc:
-            logger.warning("could not keep the measurement in %s: %s", self.path.parent, exc)
+            logger.info("measurements are not kept: %s", exc)  # a read-only cache (an image)

@@ -21,11 +21,20 @@ def test_a_baseline_tree_runs_with_its_own_source_and_says_so_in_its_kind() -> N
     assert "sys.modules['torch'] = None" in baseline.command()[-1]
 
 
-def test_a_first_start_runs_each_child_in_a_cache_of_its_own_holding_only_the_voices(tmp_path: Path) -> None:
-    first = Koe(without_torch=True, first_start_in=tmp_path)
+def test_a_first_start_runs_each_child_in_a_cache_of_its_own_holding_what_install_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installed = tmp_path / "installed"
+    for kept in ("voices", "stage-cut", "optimized", "measured"):
+        (installed / kept).mkdir(parents=True)
+    (installed / "stage-cut" / "verdict.json").write_text("{}")
+    monkeypatch.setenv("KOE_CACHE_DIR", str(installed))
+    first = Koe(without_torch=True, first_start_in=tmp_path / "runs")
+    (tmp_path / "runs").mkdir()
     one, other = Path(first.env()["KOE_CACHE_DIR"]), Path(first.env()["KOE_CACHE_DIR"])
-    assert one != other and one.parent == tmp_path
-    assert [path.name for path in one.iterdir()] == ["voices"] and (one / "voices").is_symlink()
+    assert one != other and one.parent == tmp_path / "runs"
+    assert sorted(path.name for path in one.iterdir()) == ["stage-cut", "voices"]
+    assert (one / "voices").is_symlink() and (one / "stage-cut" / "verdict.json").read_text() == "{}"
     assert first.kind("koe_serve_ready") == "koe_serve_ready_first_start_without_torch"
 
 

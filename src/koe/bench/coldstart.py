@@ -22,6 +22,7 @@ import importlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -96,8 +97,9 @@ def _python() -> list[str]:
 @dataclass(frozen=True, slots=True)
 class Koe:
     """Which koe a child runs: this one or a baseline source tree (``src``), with torch importable or not;
-    with ``first_start_in``, each child in a cache of its own made there, holding only the installed voices
-    (nothing proven, optimized or measured before: a fresh container's start)."""
+    with ``first_start_in``, each child in a cache of its own made there, holding what ``koe install`` leaves
+    in an image: the voices and the stage cut's verdict (nothing optimized or measured before, as at a
+    container's start on the CPU its image was built on)."""
 
     src: Path | None = None
     without_torch: bool = False
@@ -113,6 +115,8 @@ class Koe:
 
             fresh = Path(tempfile.mkdtemp(prefix="cache-", dir=self.first_start_in))
             (fresh / "voices").symlink_to(cache_dir() / "voices", target_is_directory=True)
+            if (cache_dir() / "stage-cut").is_dir():
+                shutil.copytree(cache_dir() / "stage-cut", fresh / "stage-cut")
             env["KOE_CACHE_DIR"] = str(fresh)
         return env
 
@@ -243,7 +247,7 @@ def cold_runs(
 ) -> dict[str, list[ColdRun]]:
     """``repeats`` rounds of each kind, the order rotating from round to round: koe (and the ``baseline``
     source tree, if given), each also without torch where torch is installed, each's first start (as in a
-    fresh container: no torch, nothing kept in its cache but the voices), and kokoro-onnx."""
+    fresh container: no torch, nothing in its cache but what ``koe install`` leaves), and kokoro-onnx."""
     model, voices = prepare_kokoro_onnx(workdir)
     sources = [None] + ([baseline] if baseline is not None else [])
     variants = [Koe(src) for src in sources]

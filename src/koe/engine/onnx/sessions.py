@@ -93,7 +93,7 @@ class OptimizedSessions:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            logger.warning("cannot keep optimized graphs in %s: %s", path.parent, exc)
+            logger.info("optimized graphs are not kept: %s", exc)  # a read-only cache (an image)
             return ort.InferenceSession(data, self._options(self._level), providers=self.providers)
         options = self._options(self._level)
         options.optimized_model_filepath = str(partial)
