@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 
 from koe.engine.base import SynthesisRequest
-from koe.engine.timing import FRAME_SAMPLES
+from koe.engine.timing import FRAME_SAMPLES, SegmentTiming
+from koe.pipeline.seams import trim
 from koe.pipeline.speech import Speech
 from koe.text.segment import Segmenter
 from koe.types import Audio
@@ -29,8 +30,15 @@ def test_segments_join_with_the_pauses_of_whole_text_synthesis(
     speech: Speech, transcribe: Transcriber
 ) -> None:
     segmenter = Segmenter()
-    assert len([*segmenter.feed(TEXT), *segmenter.flush()]) == 2  # one join to listen to
-    joined = speech.synthesize(TEXT, voice="af_heart")
+    segments = [*segmenter.feed(TEXT), *segmenter.flush()]
+    assert len(segments) == 2  # one join to listen to
+    voice = speech.voice("af_heart")
+    parts = []
+    for segment in segments:  # as a stream speaks them: one utterance each
+        decode = speech.decode(segment.spoken_text, voice)
+        decode.open()
+        parts.append(decode.next_audio())
+    joined = np.concatenate(parts)
     style = speech.voices.resolve("af_heart")
     (phonemes,) = speech.phonemize(TEXT)
     whole = speech.engine.synthesize(SynthesisRequest(phonemes, style))
@@ -39,3 +47,17 @@ def test_segments_join_with_the_pauses_of_whole_text_synthesis(
     assert joined_pauses[0] < whole_pauses[0]  # and the leading silence before the first word is cut
     assert 0.9 * whole.size <= joined.size <= 1.05 * whole.size
     assert words(transcribe(joined)) == words(TEXT)
+
+
+def test_whole_text_synthesis_speaks_consecutive_sentences_as_one_utterance(
+    speech: Speech, transcribe: Transcriber
+) -> None:
+    style = speech.voices.resolve("af_heart")
+    (phonemes,) = speech.phonemize(TEXT)
+    whole = speech.engine.synthesize(SynthesisRequest(phonemes, style))
+    timing = next(speech.engine.stream(SynthesisRequest(phonemes, style)))
+    assert isinstance(timing, SegmentTiming)
+    kept = trim(timing)
+    said = speech.synthesize(TEXT, voice="af_heart")
+    assert np.array_equal(said, kept.apply(whole, 0))
+    assert words(transcribe(said)) == words(TEXT)
