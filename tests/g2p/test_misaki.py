@@ -47,6 +47,23 @@ def test_english_g2p_built_first_never_imports_torch_but_leaves_it_importable() 
     assert done.stdout.strip() == "1"
 
 
+def test_english_g2p_built_first_never_imports_spacys_cli_but_leaves_it_importable() -> None:
+    """spaCy imports its command-line interface (typer, weasel, requests...) only to offer ``spacy.info``."""
+    script = (
+        "import sys\n"
+        "from koe.g2p.misaki import MisakiG2P\n"
+        "assert MisakiG2P().phonemize('Hello there.') == 'həlˈO ðˈɛɹ.'\n"
+        "assert 'spacy.cli' not in sys.modules, 'building the G2P imported spaCy\\'s CLI'\n"
+        "import spacy\n"
+        "assert spacy.info()['spacy_version'] == spacy.__version__\n"
+        "import spacy.cli\n"
+        "print(callable(spacy.cli.download))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
+
+
 def test_torch_already_imported_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     marker = types.ModuleType("torch")
     monkeypatch.setitem(sys.modules, "torch", marker)
