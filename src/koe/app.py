@@ -7,6 +7,7 @@ routes, the page and the agent's clean-up to the server app.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 
 import uvicorn
 from starlette.applications import Starlette
@@ -28,7 +29,10 @@ logger = logging.getLogger(__name__)
 
 
 def create_app(
-    settings: Settings | None = None, speech: Speech | None = None, llm: LLMConfig | None = None
+    settings: Settings | None = None,
+    speech: Speech | None = None,
+    llm: LLMConfig | None = None,
+    loading: Future[Speech] | None = None,
 ) -> Starlette:
     """The koe ASGI app.
 
@@ -36,11 +40,12 @@ def create_app(
         settings: limits and options (default: from ``KOE_*`` environment variables).
         speech: an already loaded model to share (tests, benchmarks); loaded in the background if absent.
         llm: the agent's LLM (default: from ``KOE_LLM*`` environment variables).
+        loading: the model of ``settings``, already loading (:func:`koe.server.runtime.load_in_background`).
 
     Raises:
         ConfigError: the settings or the ``KOE_LLM*`` variables are invalid.
     """
-    runtime = Runtime(settings or Settings.from_env(), speech)
+    runtime = Runtime(settings or Settings.from_env(), speech, loading)
     config = llm or LLMConfig.from_env()
     if config.kind == "none":
         logger.warning("agent: %s; the page's read-aloud mode works without one", HOW_TO_ENABLE)
@@ -55,7 +60,8 @@ def create_app(
     )
 
 
-def serve(settings: Settings) -> None:
-    """Serve until SIGTERM/SIGINT: stop accepting, close sessions (1012), drain HTTP within the grace."""
+def serve(settings: Settings, loading: Future[Speech] | None = None) -> None:
+    """Serve until SIGTERM/SIGINT: stop accepting, close sessions (1012), drain HTTP within the grace;
+    ``loading``: the model, already loading."""
     warn_if_exposed(settings)
-    uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()
+    uvicorn.Server(uvicorn_config(create_app(settings, loading=loading), settings)).run()

@@ -311,15 +311,18 @@ def _register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from koe.app import serve
+    from koe.server.runtime import load_in_background
 
     settings = settings_of(
         args, host=args.host, port=args.port, workers=args.workers, windowed=args.windowed or None
     )
     if settings.download:  # loading only verifies: fetch first, as `koe install --download` does
         _fetch_remote(settings.engine, download=True)
+    loading = load_in_background(settings)  # while the web stack is imported
+    from koe.app import serve
+
     _stderr.print(f"koe on http://{settings.host}:{settings.port} — /ping answers 200 once the model is warm")
-    serve(settings)
+    serve(settings, loading)
     return 0
 
 

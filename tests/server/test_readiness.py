@@ -7,6 +7,7 @@ import asyncio
 import signal
 import subprocess
 import threading
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from koe.app import create_app
+from koe.errors import AssetError
+from koe.pipeline.speech import Speech
+from koe.server.runtime import load_in_background
 from koe.settings import Settings
 from live_checks import close_code, wait_for
 from live_server import LOOPBACK, ServerFactory, run_server
@@ -50,6 +54,29 @@ def test_ping_is_503_not_ready_while_the_model_loads_then_200() -> None:
         body = {"text": "Hi.", "format": "pcm"}
         pcm = httpx.post(live.http_url + "/invocations", json=body, timeout=WAIT_S)
         assert pcm.status_code == 200 and len(pcm.content) == fake_speech().synthesize("Hi.").size * 2
+
+
+def test_a_model_already_loading_when_the_server_starts_is_the_one_it_serves() -> None:
+    """``koe serve`` starts loading before it imports the web stack; the server waits for that load."""
+    loading: Future[Speech] = Future()
+    settings = Settings(host=LOOPBACK, port=0, warmup=False)
+    with run_server(create_app(settings, loading=loading), settings, wait_ready=False) as live:
+        assert httpx.get(live.http_url + "/ping").json()["status"] == "loading"
+        loading.set_result(fake_speech())
+        wait_for(lambda: httpx.get(live.http_url + "/ping").status_code == 200, "the load to finish")
+        body = {"text": "Hi.", "format": "pcm"}
+        pcm = httpx.post(live.http_url + "/invocations", json=body, timeout=WAIT_S)
+        assert pcm.status_code == 200 and len(pcm.content) == fake_speech().synthesize("Hi.").size * 2
+
+
+def test_a_load_started_before_the_server_that_fails_is_reported_by_ping(tmp_path: Path) -> None:
+    settings = Settings(host=LOOPBACK, port=0, warmup=False, model_dir=tmp_path / "no such model")
+    loading = load_in_background(settings)
+    assert isinstance(loading.exception(timeout=WAIT_S), AssetError)
+    with run_server(create_app(settings, loading=loading), settings, wait_ready=False) as live:
+        wait_for(lambda: httpx.get(live.http_url + "/ping").json()["status"] == "failed", "the failure")
+        ping = httpx.get(live.http_url + "/ping")
+        assert ping.status_code == 503 and "AssetError" in ping.json()["message"]
 
 
 def test_ping_says_shutting_down_not_loading_once_the_server_has_closed(serve_fake: ServerFactory) -> None:

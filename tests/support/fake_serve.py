@@ -12,11 +12,14 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 
 import koe.app
+import koe.server.runtime
 from koe.cli import main
+from koe.pipeline.speech import Speech
 from live_checks import wait_serving
 from live_server import LOOPBACK, loopback_socket
 from support.fake import FakeEngine, fake_speech
@@ -58,8 +61,18 @@ def fake_serve_process(
             server.wait()
 
 
+def _loaded(speech: Speech) -> Future[Speech]:
+    loaded: Future[Speech] = Future()
+    loaded.set_result(speech)
+    return loaded
+
+
 if __name__ == "__main__":
     create_app = koe.app.create_app
     speech = fake_speech(FakeEngine(delay_s=float(os.environ.get(DELAY_VARIABLE, "0"))))
-    koe.app.create_app = lambda settings=None, _=None, llm=None: create_app(settings, speech, llm)
+    # handed in as a test's model is (timed afresh at every start), and no real model loads beside it
+    koe.app.create_app = lambda settings=None, _=None, llm=None, loading=None: create_app(
+        settings, speech, llm
+    )
+    koe.server.runtime.load_in_background = lambda settings: _loaded(speech)
     sys.exit(main())

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 
 from koe.engine.assets import cache_dir
@@ -34,11 +36,31 @@ from koe.settings import Settings
 logger = logging.getLogger(__name__)
 
 
+def load_in_background(settings: Settings) -> Future[Speech]:
+    """The model of ``settings``, loading from now on in a daemon thread (an exit does not wait for it):
+    ``koe serve`` starts it before it imports the web stack, so the two overlap."""
+    loading: Future[Speech] = Future()
+
+    def load() -> None:
+        try:
+            loading.set_result(Speech.load(SpeechOptions.from_settings(settings, warmup=False)))
+        except BaseException as exc:  # the runtime's load reports it, as if it had loaded the model itself
+            loading.set_exception(exc)
+
+    threading.Thread(target=load, name="koe-load", daemon=True).start()
+    return loading
+
+
 class Runtime:
     """Server-wide state, created by ``create_app`` and started by its lifespan."""
 
-    def __init__(self, settings: Settings, speech: Speech | None = None) -> None:
-        """Raises ``ConfigError`` for a ``KOE_PRECACHE`` file that cannot be used."""
+    def __init__(
+        self, settings: Settings, speech: Speech | None = None, loading: Future[Speech] | None = None
+    ) -> None:
+        """``speech``: a model loaded elsewhere (tests, benchmarks); ``loading``: the model of ``settings``,
+        already loading (:func:`load_in_background`); neither: it is loaded when the server starts.
+
+        Raises ``ConfigError`` for a ``KOE_PRECACHE`` file that cannot be used."""
         self.settings = settings
         self.openai_voices = openai_voices(settings.openai_voices)  # a bad setting stops the start here
         self.cache = SegmentCache.of_megabytes(settings.segment_cache_mb)
@@ -51,6 +73,7 @@ class Runtime:
         )
         self._openers = parse_openers(settings.precache, settings.default_voice)
         self._given = speech
+        self._preloading = loading
         self._synthesizer: Synthesizer | None = None
         self.load_error: str | None = None
         self._loading: asyncio.Task[None] | None = None
@@ -94,7 +117,12 @@ class Runtime:
 
     def _load_blocking(self) -> Synthesizer:
         started = time.perf_counter()
-        speech = self._given or Speech.load(SpeechOptions.from_settings(self.settings, warmup=False))
+        if self._given is not None:
+            speech = self._given
+        elif self._preloading is not None:
+            speech = self._preloading.result()
+        else:
+            speech = Speech.load(SpeechOptions.from_settings(self.settings, warmup=False))
         if self.settings.windowed and not speech.engine.capabilities.windowed:
             logger.warning(
                 "windowed decoding: the %s engine cannot window; segments decode whole", speech.engine.name
