@@ -7,7 +7,6 @@ misaki's espeak-ng fallback (espeakng-loader bundles the library and data).
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import threading
@@ -15,11 +14,11 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
-from importlib.resources import files
 from typing import Any
 
 from koe.engine.timing import WordSpan
 from koe.errors import AssetError, SynthesisError
+from koe.g2p.lexicon import grown_dictionary
 
 logger = logging.getLogger(__name__)
 
@@ -122,11 +121,7 @@ def _offline_g2p(british: bool) -> Any:
             self.silvers = self._read("silver")
 
         def _read(self, kind: str) -> dict[str, Any]:
-            name = f"{'gb' if british else 'us'}_{kind}.json"
-            words: dict[str, Any] = en.Lexicon.grow_dictionary(
-                json.loads(files("misaki.data").joinpath(name).read_text(encoding="utf-8"))
-            )
-            return words
+            return grown_dictionary(f"{'gb' if british else 'us'}_{kind}.json", en.Lexicon.grow_dictionary)
 
     class OfflineG2P(en.G2P):  # type: ignore[misc]  # misaki is untyped
         """misaki's G2P with the spaCy pipeline injected instead of downloaded."""
