@@ -46,6 +46,9 @@ _WORD = re.compile(r"\S*\s*")
 #: The shortest hint given: below this a cut would land mid-phrase ("Sure, I can help with / that.")
 #: for too little gain; a first segment still ends at its first clause or sentence when that is shorter.
 MIN_HINT_CHARS = 40
+#: A later segment decodes in windows when its whole decode is predicted to take more than this share of
+#: the audio the listener has before it (the margin the engine's windows keep too).
+LATE_SHARE = 0.7
 #: The buffered text is compacted once this much of it has been fed (keeps appends O(1) amortized).
 _COMPACT_AT_CHARS = 4096
 #: Text fed to the segmenter in one go before the event loop gets a turn: segmenting runs on the loop,
@@ -248,9 +251,9 @@ class SegmentStream:
                 self._replay(segment, hit)
                 continue
             estimate = self._cost.audio_s(self._chars(segment), self.voice.speed)
+            windowed = self._decode_windowed(segment, estimate)
             progress = self.listener.track(estimate)
             cancel = threading.Event()
-            windowed = self._windowed_first if segment.index == 0 else self._windowed
             job = SegmentJob(
                 self._speech,
                 segment,
@@ -274,6 +277,17 @@ class SegmentStream:
                 self._drive(item, first), name=f"koe-segment-{segment.index}"
             )
             self._in_flight.append(item)
+
+    def _decode_windowed(self, segment: Segment, estimate_s: float) -> bool:
+        """Whether ``segment`` (``estimate_s`` of audio) decodes in windows: every segment when the stream
+        windows all, the first when it windows the first — and then also any later one whose whole decode
+        would not be done within :data:`LATE_SHARE` of the audio the listener has before it: windowed, its
+        first audio comes after stage A and one window instead of after all of it."""
+        if self._windowed or (self._windowed_first and segment.index == 0):
+            return True
+        if not self._windowed_first:
+            return False
+        return self._cost.synthesis_s(estimate_s) > LATE_SHARE * self.listener.budget_s()
 
     def _replay(self, segment: Segment, hit: CachedSegment) -> None:
         """A cached segment: ready now, with its words pointed at this turn's text as a synthesis's are."""
@@ -349,14 +363,6 @@ class SegmentStream:
                 break  # this call's slice of text is used up
             if not self._cut:
                 break  # the text holds no next segment yet
-            first = first.joined(self._cut.popleft())
-            self._joined += 1
-        return first
-        frames = self._speech.engine.capabilities.min_windowed_frames
-        shortest_s = frames * FRAME_SAMPLES / SAMPLE_RATE
-        while self._cost.audio_s(self._chars(first), self.voice.speed) < shortest_s:
-            if (not self._cut and not self._feed()) or not self._cut:
-                break
             first = first.joined(self._cut.popleft())
             self._joined += 1
         return first
