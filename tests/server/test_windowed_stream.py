@@ -297,6 +297,22 @@ def test_a_whole_texts_first_segment_too_short_to_window_is_joined_with_the_next
     assert " ".join(s["text"] for s in segments) == WHOLE_ANSWER
 
 
+def test_the_sentence_joined_to_a_short_first_one_ends_at_its_first_clause(
+    serve_fake: ServerFactory,
+) -> None:
+    """Stage A runs on the whole joined utterance before its first window: the join stops at the next
+    sentence's first clause, not its end (where a cut would land inside a phrase, it is not cut)."""
+    text = (
+        "Sure, here's how. Take the Red Line north to Central Station, then switch to the Blue Line "
+        "toward the airport. The ride takes about twenty-five minutes."
+    )
+    with serve_fake(FakeEngine(delay_s=WINDOW_DELAY_S), default_voice=VOICE) as live:
+        segments = _segments(live, text)
+    assert segments[0]["text"] == "Sure, here's how. Take the Red Line north to Central Station,"
+    assert [s["index"] for s in segments] == list(range(len(segments)))
+    assert " ".join(s["text"] for s in segments) == text
+
+
 def test_a_streamed_first_segment_is_not_held_back_for_text_not_yet_written(
     serve_fake: ServerFactory,
 ) -> None:
