@@ -4,6 +4,7 @@ listener supplied, converge."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -76,7 +77,8 @@ def _underruns(total: int, cost: LinearCost) -> list[float]:
     playing when the first window arrives: how long each later window kept the listener waiting."""
     clock, played_until, start, previous, waits = 0.0, 0.0, 0, 0, []
     while start < total:
-        end = next_window_end(start, total, max(played_until - clock, 0.0), cost, previous=previous)
+        ahead = max(played_until - clock, 0.0)
+        end = next_window_end(start, total, ahead, cost, previous=previous, first=not start)
         low, high = input_span(start, end, total)
         clock += cost.predict(high - low)
         if start and clock > played_until:
@@ -128,7 +130,7 @@ def test_an_opening_window_is_the_smallest_that_leaves_the_steady_buffer() -> No
     lead_s, start = 0.3, 12
     steady = steady_buffer_s(LOADED)
     assert steady is not None
-    end = next_window_end(start, 200, lead_s, LOADED, left=LEAD_CONTEXT_FRAMES)
+    end = next_window_end(start, 200, lead_s, LOADED, left=LEAD_CONTEXT_FRAMES, first=True)
     frames = end - start
     assert _left_after(lead_s, frames, LOADED, LEAD_CONTEXT_FRAMES) >= steady
     assert _left_after(lead_s, frames - 1, LOADED, LEAD_CONTEXT_FRAMES) < steady
@@ -142,6 +144,23 @@ def test_an_opening_window_is_the_smallest_that_leaves_the_steady_buffer() -> No
         )
         assert min(buffers) > 0
         assert buffers[-1] > 2 * buffers[0]
+
+
+def test_below_the_steady_buffer_only_the_first_window_may_be_planned_late() -> None:
+    """A first window may keep the listener waiting (before the first word); a later one is not planned
+    past the buffer to restore the steady buffer — that would be a pause after speech began — but is the
+    largest on time even at OVERRUN × its predicted cost."""
+    steady = steady_buffer_s(LOADED)
+    assert steady is not None
+    ahead = 0.85 * steady
+    first = next_window_end(100, 2000, ahead, LOADED, first=True) - 100
+    later = next_window_end(100, 2000, ahead, LOADED) - 100
+    assert _left_after(ahead, first, LOADED, CONTEXT_FRAMES) >= steady  # restores it, whatever it costs
+    assert MIN_WINDOW_FRAMES < later < first
+    assert OVERRUN * LOADED.predict(later + 2 * CONTEXT_FRAMES) <= ahead
+    assert OVERRUN * LOADED.predict(later + 1 + 2 * CONTEXT_FRAMES) > ahead
+    greedy = math.floor(LOADED.units_within(SAFETY * ahead)) - 2 * CONTEXT_FRAMES
+    assert later > greedy  # still more than SAFETY alone allows: it builds the buffer back
 
 
 def test_the_steady_buffer_grows_with_the_cost_and_vanishes_slower_than_real_time() -> None:

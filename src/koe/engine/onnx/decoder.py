@@ -242,8 +242,9 @@ class OnnxStream(Iterator[StreamEvent]):
         assert self._buffered_s is not None  # required with windows unless window_frames is given
         cost = self._decoder.cost
         return next_window_end(
-            self._position, total, self._buffered_s(), cost, previous=self._previous, left=self._left()
-        )
+            self._position, total, self._buffered_s(), cost, previous=self._previous, left=self._left(),
+            first=not self.windows,
+        )  # fmt: skip
 
     def __next__(self) -> StreamEvent:
         if self.done or (self._cancel is not None and self._cancel.is_set()):

@@ -45,8 +45,9 @@ MAX_WINDOW_FRAMES = 160
 SAFETY = 0.7
 #: How much slower than predicted windows may run, one after another, with the listener's buffer still
 #: growing (:func:`steady_buffer_s`): the cost model follows a change of load only over a few windows
-#: (measured in the server: runs of 3-4 windows 1.1-1.3× their prediction, 2026-12-01).
-OVERRUN = 1.25
+#: (measured in the server: a turn's first two windows 1.2-1.8× their prediction right after another
+#: process's model ran, then 1.0-1.1×; runs of 3-4 windows at 1.1-1.3× under load, 2026-12-01).
+OVERRUN = 1.3
 _FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
 
 
@@ -84,17 +85,21 @@ def next_window_end(
     previous: int = 0,
     context: int = CONTEXT_FRAMES,
     left: int | None = None,
+    first: bool = False,
     min_frames: int = MIN_WINDOW_FRAMES,
     max_frames: int = MAX_WINDOW_FRAMES,
 ) -> int:
     """End frame of the window starting at ``start`` (``left`` frames of context before it where given),
-    for a listener with ``ahead_s`` of audio.
+    for a listener with ``ahead_s`` of audio; ``first``: the utterance's first window.
 
     The window is the largest that finishes within :data:`SAFETY` of ``ahead_s``, but never smaller than
     the smallest that leaves the listener :func:`steady_buffer_s` after it (the audio still buffered when
     it is done, plus its own): from that buffer the windows after it keep the listener supplied and grow
     larger. So a turn's first window, with only the leading silence buffered, is as small as lets every
-    later window be on time: it may keep the listener waiting before the first word, never after it.
+    later window be on time: it may keep the listener waiting before the first word, never after it. A
+    later window is never planned to run past ``ahead_s`` over :data:`OVERRUN` to restore the steady
+    buffer (the listener would hear that as a pause): below it, the window is the largest that is on
+    time even when it costs that much more than predicted.
     When no window makes more audio than it costs, the listener will wait anyway, and small windows would
     only waste the machine on context and fixed cost: the window then doubles the ``previous`` one, so a
     machine slower than real time converges to the efficiency of whole decoding. Windows stay within
@@ -113,7 +118,8 @@ def next_window_end(
         None,
     )  # fmt: skip
     if enough is not None:
-        frames = max(frames, enough)
+        on_time = math.floor(cost.units_within(ahead_s / OVERRUN)) - overhead
+        frames = max(frames, enough if first else min(enough, on_time))
     elif frames < min_frames:
         frames = 2 * previous
     frames = min(max(frames, min_frames), max_frames)
