@@ -45,8 +45,8 @@ MAX_WINDOW_FRAMES = 160
 SAFETY = 0.7
 #: How much slower than predicted windows may run, one after another, with the listener's buffer still
 #: growing (:func:`steady_buffer_s`): the cost model follows a change of load only over a few windows
-#: (measured in the server: a turn's first two windows 1.2-1.8× their prediction right after another
-#: process's model ran, then 1.0-1.1×; runs of 3-4 windows at 1.1-1.3× under load, 2026-12-01).
+#: (measured in the server, 2026-12-01: a turn's first window 1.1-1.8× its prediction and its second up
+#: to 1.3× right after another process's model ran; runs of 3-4 windows at 1.1-1.3× under load).
 OVERRUN = 1.3
 _FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
 
@@ -100,9 +100,10 @@ def next_window_end(
     later window is never planned to run past ``ahead_s`` over :data:`OVERRUN` to restore the steady
     buffer (the listener would hear that as a pause): below it, the window is the largest that is on
     time even when it costs that much more than predicted.
-    When no window makes more audio than it costs, the listener will wait anyway, and small windows would
-    only waste the machine on context and fixed cost: the window then doubles the ``previous`` one, so a
-    machine slower than real time converges to the efficiency of whole decoding. Windows stay within
+    When no buffer lets windows grow (or only windows beyond ``max_frames`` would reach it), the listener
+    will wait anyway, and small windows would only waste the machine on context and fixed cost: a window
+    too small for ``min_frames`` then doubles the ``previous`` one, so a machine slower than real time
+    converges to the efficiency of whole decoding. Windows stay within
     ``[min_frames, max_frames]``; a remainder shorter than ``min_frames`` joins the window before it.
     """
     if not 0 <= start < total:
