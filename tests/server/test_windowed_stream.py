@@ -200,18 +200,50 @@ def _sse_kinds(live: LiveServer, text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("windowed_first", [True, False])
-def test_by_default_only_a_turns_first_segment_decodes_in_windows(
+def test_by_default_a_later_segment_that_is_in_time_decodes_whole(
     serve_fake: ServerFactory, windowed_first: bool
 ) -> None:
+    """The first segment leaves the listener ~8 s of audio: the next one, long enough to window, is in time
+    decoded whole, and so it is (in one part)."""
+    later = TWO_SENTENCES.split(". ")[1]
     with serve_fake(
         FakeEngine(delay_s=WINDOW_DELAY_S), workers=1, default_voice=VOICE, windowed_first=windowed_first
     ) as live:
-        kinds = _sse_kinds(live, TWO_SENTENCES)
+        kinds = _sse_kinds(live, f"{LONG} {later}")
     # audio parts per segment (each segment's words event comes before its audio)
     parts = [len(block.split()) for block in " ".join(kinds[:-1]).split("speech.words")[1:]]
     assert len(parts) >= 2
     assert (parts[0] >= 2) if windowed_first else (parts[0] == 1)
     assert set(parts[1:]) == {1}
+
+
+@pytest.mark.parametrize("windowed_first", [True, False])
+def test_a_later_segment_that_would_be_late_decoded_whole_decodes_in_windows(
+    serve_fake: ServerFactory, windowed_first: bool
+) -> None:
+    """Streamed, a short first segment leaves the listener ~1 s of audio when a long one follows: decoded
+    whole, that one would come after the first ran out, so it decodes in windows (several jobs, its first
+    audio after stage A and one window) — unless the server decodes every later segment whole."""
+    opener = "Sure, here's how. "
+    with serve_fake(
+        FakeEngine(delay_s=WINDOW_DELAY_S), workers=1, default_voice=VOICE, windowed_first=windowed_first
+    ) as live:
+
+        async def main() -> list[Event]:
+            async with connect(live.ws_url + "/v1/stream") as ws:
+                await send(ws, {"type": "append", "text": opener})
+                events = await until(ws, of_type("segment_end"))  # the opener is spoken and sent
+                await send(ws, {"type": "append", "text": LONG})
+                await send(ws, {"type": "flush"})
+                return events + await until(ws, of_type("flushed"))
+
+        before = _stats(live).completed
+        events = run(main)
+        jobs = _wait_idle(live).completed - before
+    segments = [m["text"] for m in messages(events) if m["type"] == "segment"]
+    assert segments[0] == opener.strip() and " ".join(segments[1:]) == LONG
+    assert len(audio(events)) // 2 == sum(_whole_samples(text) for text in segments)  # as if decoded whole
+    assert jobs > len(segments) if windowed_first else jobs == len(segments)  # a segment whole is one job
 
 
 def test_a_complete_body_is_cut_where_the_text_ends_its_phrases_not_shortened_for_an_early_start(
@@ -263,6 +295,22 @@ def test_a_whole_texts_first_segment_too_short_to_window_is_joined_with_the_next
     assert segments[0]["text"] == f"{first}. {second}."
     assert [s["index"] for s in segments] == list(range(len(segments)))
     assert " ".join(s["text"] for s in segments) == WHOLE_ANSWER
+
+
+def test_the_sentence_joined_to_a_short_first_one_ends_at_its_first_clause(
+    serve_fake: ServerFactory,
+) -> None:
+    """Stage A runs on the whole joined utterance before its first window: the join stops at the next
+    sentence's first clause, not its end (where a cut would land inside a phrase, it is not cut)."""
+    text = (
+        "Sure, here's how. Take the Red Line north to Central Station, then switch to the Blue Line "
+        "toward the airport. The ride takes about twenty-five minutes."
+    )
+    with serve_fake(FakeEngine(delay_s=WINDOW_DELAY_S), default_voice=VOICE) as live:
+        segments = _segments(live, text)
+    assert segments[0]["text"] == "Sure, here's how. Take the Red Line north to Central Station,"
+    assert [s["index"] for s in segments] == list(range(len(segments)))
+    assert " ".join(s["text"] for s in segments) == text
 
 
 def test_a_streamed_first_segment_is_not_held_back_for_text_not_yet_written(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from koe.errors import ConfigError
+from koe.text.boundary import ends_at_pause
 from koe.text.segment import MAX_SEGMENT_CHARS, Segment, Segmenter, SegmenterOptions
 
 
@@ -334,3 +335,19 @@ def test_two_segments_joined_speak_as_one_and_each_word_still_maps_to_its_source
     assert joined.alignment.source_span(0, head) == first.alignment.source_span(0, head)
     assert joined.alignment.source_span(head + 1, head + 1 + tail) == second.alignment.source_span(0, tail)
     assert text[slice(*joined.alignment.source_span(head + 1, head + 4))] == "How"
+
+
+@pytest.mark.parametrize(
+    ("text", "pause"),
+    [
+        ("Take the Red Line north to Central Station,", True),
+        ("It ships today. ", True),
+        ('She said "yes."', True),
+        ("他说，", True),
+        ("wait —", True),
+        ("Please call Stella and ask her to bring", False),
+        ("", False),
+    ],
+)
+def test_a_text_ends_at_a_pause_only_at_a_sentence_or_clause_mark(text: str, pause: bool) -> None:
+    assert ends_at_pause(text) is pause

@@ -35,6 +35,7 @@ from koe.pipeline.words import written_words
 from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
+from koe.text.boundary import ends_at_pause
 from koe.text.languages.lookup import rules_for
 from koe.text.segment import Segment, Segmenter
 from koe.types import SAMPLE_RATE
@@ -46,6 +47,9 @@ _WORD = re.compile(r"\S*\s*")
 #: The shortest hint given: below this a cut would land mid-phrase ("Sure, I can help with / that.")
 #: for too little gain; a first segment still ends at its first clause or sentence when that is shorter.
 MIN_HINT_CHARS = 40
+#: A later segment decodes in windows when its whole decode is predicted to take more than this share of
+#: the audio the listener has before it (the margin the engine's windows keep too).
+LATE_SHARE = 0.7
 #: The buffered text is compacted once this much of it has been fed (keeps appends O(1) amortized).
 _COMPACT_AT_CHARS = 4096
 #: Text fed to the segmenter in one go before the event loop gets a turn: segmenting runs on the loop,
@@ -248,9 +252,9 @@ class SegmentStream:
                 self._replay(segment, hit)
                 continue
             estimate = self._cost.audio_s(self._chars(segment), self.voice.speed)
+            windowed = self._decode_windowed(segment, estimate)
             progress = self.listener.track(estimate)
             cancel = threading.Event()
-            windowed = self._windowed_first if segment.index == 0 else self._windowed
             job = SegmentJob(
                 self._speech,
                 segment,
@@ -274,6 +278,17 @@ class SegmentStream:
                 self._drive(item, first), name=f"koe-segment-{segment.index}"
             )
             self._in_flight.append(item)
+
+    def _decode_windowed(self, segment: Segment, estimate_s: float) -> bool:
+        """Whether ``segment`` (``estimate_s`` of audio) decodes in windows: every segment when the stream
+        windows all, the first when it windows the first — and then also any later one whose whole decode
+        would not be done within :data:`LATE_SHARE` of the audio the listener has before it: windowed, its
+        first audio comes after stage A and one window instead of after all of it."""
+        if self._windowed or (self._windowed_first and segment.index == 0):
+            return True
+        if not self._windowed_first:
+            return False
+        return self._cost.synthesis_s(estimate_s) > LATE_SHARE * self.listener.budget_s()
 
     def _replay(self, segment: Segment, hit: CachedSegment) -> None:
         """A cached segment: ready now, with its words pointed at this turn's text as a synthesis's are."""
@@ -338,27 +353,32 @@ class SegmentStream:
         for the engine to window (decoded whole, its first audio would wait for all of it): decoded in
         windows, the longer segment is heard sooner, and as one utterance. Streamed text seldom holds the
         next segment yet, so this joins where a text came whole; a first segment the cache holds is kept
-        (its replay is sooner still)."""
+        (its replay is sooner still).
+
+        What is joined is cut short (:data:`MIN_HINT_CHARS`), so that it ends at its first clause where it
+        has one: stage A runs on the whole utterance before its first window, at ~1 ms per frame here, so
+        each second of audio joined beyond what windowing needs delays the first word by ~40 ms. A cut that
+        lands inside a phrase is joined with what follows it, so the utterance still ends at a pause.
+        """
         key = segment_key(self._speech.identity, self.voice, first.spoken_text)
         if self._cache is not None and key in self._cache:
             return first
         frames = self._speech.engine.capabilities.min_windowed_frames
         shortest_s = frames * FRAME_SAMPLES / SAMPLE_RATE
-        while self._cost.audio_s(self._chars(first), self.voice.speed) < shortest_s:
-            if not self._cut and not self._feed():
-                break  # this call's slice of text is used up
-            if not self._cut:
-                break  # the text holds no next segment yet
-            first = first.joined(self._cut.popleft())
-            self._joined += 1
-        return first
-        frames = self._speech.engine.capabilities.min_windowed_frames
-        shortest_s = frames * FRAME_SAMPLES / SAMPLE_RATE
-        while self._cost.audio_s(self._chars(first), self.voice.speed) < shortest_s:
-            if (not self._cut and not self._feed()) or not self._cut:
-                break
-            first = first.joined(self._cut.popleft())
-            self._joined += 1
+        joined = False
+        self._segmenter.set_next_limit(own_chars(MIN_HINT_CHARS, self._weight))
+        try:
+            while self._cost.audio_s(self._chars(first), self.voice.speed) < shortest_s or (
+                joined and not ends_at_pause(first.spoken_text)
+            ):
+                if not self._cut and not self._feed():
+                    break  # this call's slice of text is used up
+                if not self._cut:
+                    break  # the text holds no next segment yet
+                first, joined = first.joined(self._cut.popleft()), True
+                self._joined += 1
+        finally:
+            self._segmenter.set_next_limit(None)
         return first
 
     def _chars(self, segment: Segment) -> int:

@@ -2,8 +2,9 @@
 
 One :class:`Synthesizer` per server. It is also the one place that decides whether a turn's segments are
 decoded in windows: when the server asks for it (``Settings.windowed`` for every segment,
-``Settings.windowed_first`` for a turn's first), the engine can (``capabilities.windowed``), and the
-transport plays audio as it arrives (not a complete file). Segments that decode whole share engine calls
+``Settings.windowed_first`` for a turn's first, and for a later one its stream finds would come late),
+the engine can (``capabilities.windowed``), and the transport plays audio as it arrives (not a complete
+file). Segments that decode whole share engine calls
 across sessions when the server was given a batch group.
 """
 
@@ -36,7 +37,8 @@ class Synthesizer:
         lookahead: segments of one turn queued or running at once.
         windowed: streamed segments decode in windows, where the engine can.
         windowed_first: a streamed turn's first segment does (its first audio then comes after stage A and
-            one window instead of the whole segment; docs/engine.md says what it costs in quality).
+            one window instead of the whole segment; docs/engine.md says what it costs in quality), and so
+            does a later one whose whole decode would come late.
         cache: segments said before, shared by every turn (disabled unless given).
         batch: whole segments of every turn share engine calls in this group (an engine that shares
             passes; :func:`koe.pipeline.batch.segment_batches`); ``None``: one job per segment.

@@ -46,6 +46,17 @@ _CLOSERS = frozenset("\"'”’)]}»」』）】")
 _OPENERS = "\"'“‘([{«「『（【"
 _DASHES = frozenset("—–-")
 _FENCE_CHARS = frozenset("`~")
+#: What may end a phrase: a sentence's or a clause's mark, or a dash.
+_PAUSES = _TERMINALS | _CLAUSES | _DASHES
+
+
+def ends_at_pause(text: str) -> bool:
+    """Whether ``text`` ends where speech pauses (a sentence's or a clause's mark, closing quotes or
+    brackets after it allowed), not in the middle of a phrase."""
+    stripped = text.rstrip().rstrip("".join(_CLOSERS))
+    return stripped[-1:] in _PAUSES if stripped else False
+
+
 #: Characters the scanner must look at; everything between them is skipped by one regex search.
 _INTERESTING = re.compile(r"[\n.!?…。！？｡।॥,;:，；：、—–\-`~¿¡]")
 #: Spanish marks that open a question or an exclamation, closed by the next ``?`` or ``!``.

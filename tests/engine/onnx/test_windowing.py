@@ -4,6 +4,7 @@ listener supplied, converge."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -12,14 +13,16 @@ from hypothesis import strategies as st
 
 from koe.engine.onnx.windowing import (
     CONTEXT_FRAMES,
+    LEAD_CONTEXT_FRAMES,
     MAX_WINDOW_FRAMES,
     MIN_WINDOW_FRAMES,
     MIN_WINDOWED_FRAMES,
+    OVERRUN,
     SAFETY,
     crossfade,
     input_span,
     next_window_end,
-    sustainable_frames,
+    steady_buffer_s,
 )
 from koe.engine.timing import FRAME_SAMPLES
 from koe.scheduler.cost import LinearCost
@@ -64,17 +67,23 @@ def test_more_buffered_audio_gives_larger_windows() -> None:
     assert predicted <= 1.2  # the window finishes while the listener still has audio
 
 
+FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
+#: Measured on this project's 2 cores under load (docs/engine.md, "Window sizes").
+LOADED = LinearCost(0.088, 0.0094)
+
+
 def _underruns(total: int, cost: LinearCost) -> list[float]:
     """Decode a segment window by window, each costing what ``cost`` predicts, for a listener who starts
     playing when the first window arrives: how long each later window kept the listener waiting."""
     clock, played_until, start, previous, waits = 0.0, 0.0, 0, 0, []
     while start < total:
-        end = next_window_end(start, total, max(played_until - clock, 0.0), cost, previous=previous)
+        ahead = max(played_until - clock, 0.0)
+        end = next_window_end(start, total, ahead, cost, previous=previous, first=not start)
         low, high = input_span(start, end, total)
         clock += cost.predict(high - low)
         if start and clock > played_until:
             waits.append(clock - played_until)
-        played_until = max(played_until, clock) + (end - start) * FRAME_SAMPLES / SAMPLE_RATE
+        played_until = max(played_until, clock) + (end - start) * FRAME_S
         previous, start = end - start, end
     return waits
 
@@ -88,23 +97,80 @@ def test_windows_sized_by_the_plan_never_let_a_listener_run_dry(
     total: int, fixed: float, per_frame: float
 ) -> None:
     cost = LinearCost(fixed, per_frame)
-    assume(sustainable_frames(cost) is not None)
+    assume(steady_buffer_s(cost) is not None)
     assert _underruns(total, cost) == []
 
 
-def test_a_loaded_machine_opens_with_a_window_that_grows_the_buffer() -> None:
-    cost = LinearCost(0.088, 0.0094)  # measured on this project's 2 cores under load
-    floor = sustainable_frames(cost)
-    assert floor is not None and floor > MIN_WINDOW_FRAMES
-    end = next_window_end(0, 200, 0.3, cost)  # only the leading silence is buffered
-    assert end == floor
-    audio_s = floor * FRAME_SAMPLES / SAMPLE_RATE
-    assert cost.predict(floor + 2 * CONTEXT_FRAMES) <= SAFETY * audio_s
-    assert (
-        cost.predict(MIN_WINDOW_FRAMES + 2 * CONTEXT_FRAMES)
-        > SAFETY * MIN_WINDOW_FRAMES * FRAME_SAMPLES / SAMPLE_RATE
+def _left_after(ahead_s: float, frames: int, cost: LinearCost, left: int) -> float:
+    """The audio a listener has when a window of ``frames`` (``left`` frames of context before it) is done."""
+    return max(ahead_s - cost.predict(frames + left + CONTEXT_FRAMES), 0.0) + frames * FRAME_S
+
+
+def _windows_after(start: int, ahead_s: float, cost: LinearCost, overrun: float) -> list[float]:
+    """From ``ahead_s`` of audio, windows to frame 2000 each costing ``overrun`` × the prediction: the
+    audio the listener has when each is done (negative: it ran dry); each is asserted on time by SAFETY."""
+    clock, played_until, end, previous, buffers = 0.0, ahead_s, start, 0, []
+    while end < 2000:
+        ahead = played_until - clock
+        start, end = end, next_window_end(end, 2000, ahead, cost, previous=previous)
+        low, high = input_span(start, end, 2000)
+        assert cost.predict(high - low) <= SAFETY * ahead + 1e-9
+        clock += overrun * cost.predict(high - low)
+        played_until += (end - start) * FRAME_S
+        buffers.append(played_until - clock)
+        previous = end - start
+    return buffers
+
+
+def test_an_opening_window_is_the_smallest_that_leaves_the_steady_buffer() -> None:
+    """With only the leading silence buffered, the first window is no larger than the steady buffer asks —
+    smaller than one that earns the whole margin on its own (what a loaded machine opened with before, the
+    first word later for it) — and every window after it is on time and the buffer grows, even when each
+    costs OVERRUN × its prediction."""
+    lead_s, start = 0.3, 12
+    steady = steady_buffer_s(LOADED)
+    assert steady is not None
+    end = next_window_end(start, 200, lead_s, LOADED, left=LEAD_CONTEXT_FRAMES, first=True)
+    frames = end - start
+    assert _left_after(lead_s, frames, LOADED, LEAD_CONTEXT_FRAMES) >= steady
+    assert _left_after(lead_s, frames - 1, LOADED, LEAD_CONTEXT_FRAMES) < steady
+    on_its_own = next(
+        n for n in range(1, 200) if LOADED.predict(n + 2 * CONTEXT_FRAMES) <= SAFETY * n * FRAME_S
     )
-    assert sustainable_frames(LinearCost(0.02, 0.002)) == MIN_WINDOW_FRAMES  # a quick machine starts small
+    assert MIN_WINDOW_FRAMES < frames < on_its_own
+    for overrun in (1.0, OVERRUN):
+        buffers = _windows_after(
+            end, _left_after(lead_s, frames, LOADED, LEAD_CONTEXT_FRAMES), LOADED, overrun
+        )
+        assert min(buffers) > 0
+        assert buffers[-1] > 2 * buffers[0]
+
+
+def test_below_the_steady_buffer_only_the_first_window_may_be_planned_late() -> None:
+    """A first window may keep the listener waiting (before the first word); a later one is not planned
+    past the buffer to restore the steady buffer — that would be a pause after speech began — but is the
+    largest on time even at OVERRUN × its predicted cost."""
+    steady = steady_buffer_s(LOADED)
+    assert steady is not None
+    ahead = 0.85 * steady
+    first = next_window_end(100, 2000, ahead, LOADED, first=True) - 100
+    later = next_window_end(100, 2000, ahead, LOADED) - 100
+    assert _left_after(ahead, first, LOADED, CONTEXT_FRAMES) >= steady  # restores it, whatever it costs
+    assert MIN_WINDOW_FRAMES < later < first
+    assert OVERRUN * LOADED.predict(later + 2 * CONTEXT_FRAMES) <= ahead
+    assert OVERRUN * LOADED.predict(later + 1 + 2 * CONTEXT_FRAMES) > ahead
+    greedy = math.floor(LOADED.units_within(SAFETY * ahead)) - 2 * CONTEXT_FRAMES
+    assert later > greedy  # still more than SAFETY alone allows: it builds the buffer back
+
+
+def test_the_steady_buffer_grows_with_the_cost_and_vanishes_slower_than_real_time() -> None:
+    quick, loaded = steady_buffer_s(LinearCost(0.02, 0.002)), steady_buffer_s(LOADED)
+    assert quick is not None and loaded is not None and quick < loaded
+    slow = LinearCost(0.088, 0.0094)
+    slow.observe(24, 3 * slow.predict(24))  # the machine got slower: scale × 1.6
+    bigger = steady_buffer_s(slow)
+    assert bigger is not None and bigger > loaded
+    assert steady_buffer_s(LinearCost(0.05, FRAME_S)) is None  # a frame costs its own length
 
 
 def test_a_machine_slower_than_real_time_doubles_windows_instead_of_shrinking_them() -> None:
@@ -124,6 +190,10 @@ def test_context_is_clipped_at_the_segment_edges() -> None:
     assert input_span(0, 12, 100) == (0, 12 + CONTEXT_FRAMES)
     assert input_span(50, 62, 100) == (50 - CONTEXT_FRAMES, 62 + CONTEXT_FRAMES)
     assert input_span(90, 100, 100) == (90 - CONTEXT_FRAMES, 100)
+    assert input_span(12, 30, 100, left=LEAD_CONTEXT_FRAMES) == (
+        12 - LEAD_CONTEXT_FRAMES,
+        30 + CONTEXT_FRAMES,
+    )
 
 
 @given(length=st.integers(1, 700), extra=st.integers(0, 2000))

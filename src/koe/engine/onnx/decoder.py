@@ -44,6 +44,7 @@ from koe.engine.onnx.stages import (
 from koe.engine.onnx.verdict import Verdict
 from koe.engine.onnx.windowing import (
     CROSSFADE_SAMPLES,
+    LEAD_CONTEXT_FRAMES,
     LEAD_DECODED_FRAMES,
     MIN_WINDOWED_FRAMES,
     crossfade,
@@ -252,8 +253,12 @@ class OnnxStream(Iterator[StreamEvent]):
             return self._decoder.cost.predict(self._front.frames)
         if not self._lead_sent:
             return 0.0
-        low, high = input_span(self._position, self._next_end(), self._front.frames)
+        low, high = input_span(self._position, self._next_end(), self._front.frames, left=self._left())
         return self._decoder.cost.predict(high - low)
+
+    def _left(self) -> int | None:
+        """The next window's left context: the first one's lies in the silent leading pad."""
+        return LEAD_CONTEXT_FRAMES if not self.windows else None
 
     def _next_end(self) -> int:
         assert self._front is not None
@@ -262,7 +267,10 @@ class OnnxStream(Iterator[StreamEvent]):
             return min(total, self._position + self._window_frames)
         assert self._buffered_s is not None  # required with windows unless window_frames is given
         cost = self._decoder.cost
-        return next_window_end(self._position, total, self._buffered_s(), cost, previous=self._previous)
+        return next_window_end(
+            self._position, total, self._buffered_s(), cost, previous=self._previous, left=self._left(),
+            first=not self.windows,
+        )  # fmt: skip
 
     def __next__(self) -> StreamEvent:
         if self.done or (self._cancel is not None and self._cancel.is_set()):
@@ -303,7 +311,7 @@ class OnnxStream(Iterator[StreamEvent]):
         total = self._front.frames
         start = self._position
         end = self._next_end()
-        low, high = input_span(start, end, total)
+        low, high = input_span(start, end, total, left=self._left())
         started = time.perf_counter()
         decoded = self._decoder.stages.decode_window(self._front, self._row, self._statistics, low, high)
         self._decoder.cost.observe(high - low, time.perf_counter() - started)

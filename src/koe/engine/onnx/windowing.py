@@ -5,7 +5,9 @@ convolutions see what they would see in the whole decode) and costs ``fixed + pe
 seconds (a :class:`~koe.scheduler.cost.LinearCost` over input frames, measured at load and corrected as
 windows run). The next window is the largest that finishes while the listener still has audio
 (``ahead_s``) — large, and cheaper per frame, once the buffer has grown — but never smaller than the
-smallest that leaves the listener more audio than it costs. Joins are crossfaded over
+smallest that leaves the listener the *steady buffer* after it, from which every later window is on time
+and the buffer grows (:func:`steady_buffer_s`). So the first window of a turn, whose delay the listener
+hears only as a later start, is as small as lets the windows after it keep up. Joins are crossfaded over
 :data:`CROSSFADE_SAMPLES`, taken from the previous window's right context.
 """
 
@@ -28,6 +30,9 @@ CONTEXT_FRAMES = 6
 LEAD_DECODED_FRAMES = 4
 #: One frame (25 ms) of linear crossfade at each join.
 CROSSFADE_SAMPLES = FRAME_SAMPLES
+#: The first window's left context lies in the leading pad's silence, where 2 frames give its first frames
+#: as 6 do (without any its first frame clicks: measured on 3 voices × 4 sentences).
+LEAD_CONTEXT_FRAMES = 2
 #: Segments shorter than this (2.5 s of audio) decode whole: their statistics are the hardest to estimate
 #: (a 61-frame "Hello there." came out 9.8 dB log-mel from the whole decode, against ≤ 3 dB from 100
 #: frames on; docs/engine.md) and the whole decode of one is quick anyway.
@@ -38,35 +43,37 @@ MIN_WINDOW_FRAMES = 12
 MAX_WINDOW_FRAMES = 160
 #: Plan to finish a window when this share of the listener's buffered audio has played.
 SAFETY = 0.7
+#: How much slower than predicted windows may run, one after another, with the listener's buffer still
+#: growing (:func:`steady_buffer_s`): the cost model follows a change of load only over a few windows
+#: (measured in the server, 2026-12-01: a turn's first window 1.1-1.8× its prediction and its second up
+#: to 1.3× right after another process's model ran; runs of 3-4 windows at 1.1-1.3× under load).
+OVERRUN = 1.3
+_FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
 
 
-def input_span(start: int, end: int, total: int, context: int = CONTEXT_FRAMES) -> tuple[int, int]:
-    """Frames stage B reads for output frames ``[start, end)``: the window plus its context, clipped."""
-    return max(0, start - context), min(total, end + context)
+def input_span(
+    start: int, end: int, total: int, context: int = CONTEXT_FRAMES, *, left: int | None = None
+) -> tuple[int, int]:
+    """Frames stage B reads for output frames ``[start, end)``: the window plus its context (``left`` frames
+    before it where given), clipped to the segment."""
+    return max(0, start - (context if left is None else left)), min(total, end + context)
 
 
-def sustainable_frames(
-    cost: LinearCost,
-    *,
-    context: int = CONTEXT_FRAMES,
-    min_frames: int = MIN_WINDOW_FRAMES,
-    max_frames: int = MAX_WINDOW_FRAMES,
-) -> int | None:
-    """The smallest window whose audio outlasts its cost with :data:`SAFETY`'s margin, so the listener's
-    buffer grows while windows of it run; ``None`` when no window up to ``max_frames`` does.
+def steady_buffer_s(cost: LinearCost, *, context: int = CONTEXT_FRAMES) -> float | None:
+    """The listener's buffer from which windows sized to finish within :data:`SAFETY` of it make it grow,
+    even when every one costs :data:`OVERRUN` times its prediction; ``None`` when no buffer does (each frame
+    costs more than ``1 / OVERRUN`` of its audio).
 
-    Each window pays the fixed cost and both contexts again, so on a loaded machine a small window can
-    cost more than the audio it makes: sized only from a thin buffer, the first windows of a turn would
-    each leave the listener less than before, until one is late (measured: 12-frame windows at
-    0.088 s + 9.4 ms per input frame, 0.30 s of work for 0.30 s of audio, paused the opening for 0.1 s).
+    From a buffer ``b`` the next window is predicted to cost ``SAFETY × b``; it adds its audio. Each window
+    pays the fixed cost and both contexts (``overhead``) besides its frames, so its audio outgrows
+    ``OVERRUN`` times its cost only when ``b`` is large enough: ``b ≥ frame·overhead / (SAFETY·(frame −
+    OVERRUN·per_frame))``, per frame of audio ``frame`` and of work ``per_frame``.
     """
-    fixed = cost.predict(2 * context)
-    per_frame = cost.predict(2 * context + 1) - fixed
-    earned = SAFETY * FRAME_SAMPLES / SAMPLE_RATE - per_frame  # seconds of slack each frame adds
-    if earned <= 0:
+    overhead = cost.predict(2 * context)  # the fixed cost and both contexts
+    slack = _FRAME_S - OVERRUN * cost.per_unit_s * cost.scale  # what a frame leaves beyond its cost
+    if slack <= 0:
         return None
-    frames = max(min_frames, math.ceil(fixed / earned))
-    return frames if frames <= max_frames else None
+    return _FRAME_S * overhead / (SAFETY * slack)
 
 
 def next_window_end(
@@ -77,24 +84,43 @@ def next_window_end(
     *,
     previous: int = 0,
     context: int = CONTEXT_FRAMES,
+    left: int | None = None,
+    first: bool = False,
     min_frames: int = MIN_WINDOW_FRAMES,
     max_frames: int = MAX_WINDOW_FRAMES,
 ) -> int:
-    """End frame of the window starting at ``start``, sized to finish before ``ahead_s`` of audio plays.
+    """End frame of the window starting at ``start`` (``left`` frames of context before it where given),
+    for a listener with ``ahead_s`` of audio; ``first``: the utterance's first window.
 
-    A window is never smaller than :func:`sustainable_frames`: when the buffer is too thin for it, it is
-    still the step that leaves the listener the most. When no window is sustainable the listener will wait
-    anyway, and small windows would only waste the machine on context and fixed cost: the window then
-    doubles the ``previous`` one, so a machine slower than real time converges to the efficiency of whole
-    decoding. Windows stay within ``[min_frames, max_frames]``; a remainder shorter than ``min_frames``
-    joins the window before it.
+    The window is the largest that finishes within :data:`SAFETY` of ``ahead_s``, but never smaller than
+    the smallest that leaves the listener :func:`steady_buffer_s` after it (the audio still buffered when
+    it is done, plus its own): from that buffer the windows after it keep the listener supplied and grow
+    larger. So a turn's first window, with only the leading silence buffered, is as small as lets every
+    later window be on time: it may keep the listener waiting before the first word, never after it. A
+    later window is never planned to run past ``ahead_s`` over :data:`OVERRUN` to restore the steady
+    buffer (the listener would hear that as a pause): below it, the window is the largest that is on
+    time even when it costs that much more than predicted.
+    When no buffer lets windows grow (or only windows beyond ``max_frames`` would reach it), the listener
+    will wait anyway, and small windows would only waste the machine on context and fixed cost: a window
+    too small for ``min_frames`` then doubles the ``previous`` one, so a machine slower than real time
+    converges to the efficiency of whole decoding. Windows stay within
+    ``[min_frames, max_frames]``; a remainder shorter than ``min_frames`` joins the window before it.
     """
     if not 0 <= start < total:
         raise ValueError(f"window start {start} is outside 0..{total - 1}")
-    frames = math.floor(cost.units_within(max(ahead_s, 0.0) * SAFETY)) - 2 * context
-    floor = sustainable_frames(cost, context=context, min_frames=min_frames, max_frames=max_frames)
-    if floor is not None:
-        frames = max(frames, floor)
+    ahead_s = max(ahead_s, 0.0)
+    low, _ = input_span(start, start, total, context, left=left)
+    overhead = start - low + context  # input frames besides the window's own (the right side unclipped)
+    frames = math.floor(cost.units_within(ahead_s * SAFETY)) - overhead
+    steady = steady_buffer_s(cost, context=context)
+    enough = None if steady is None else next(
+        (n for n in range(min_frames, max_frames + 1)
+         if max(ahead_s - cost.predict(n + overhead), 0.0) + n * _FRAME_S >= steady),
+        None,
+    )  # fmt: skip
+    if enough is not None:
+        on_time = math.floor(cost.units_within(ahead_s / OVERRUN)) - overhead
+        frames = max(frames, enough if first else min(enough, on_time))
     elif frames < min_frames:
         frames = 2 * previous
     frames = min(max(frames, min_frames), max_frames)
