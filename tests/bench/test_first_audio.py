@@ -4,6 +4,7 @@ scenario, koe against itself before the change and against a peer that answers w
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
@@ -32,7 +33,9 @@ def test_every_scenario_compares_koe_with_its_peers_and_with_itself_before(
     with serve_fake() as now, serve_fake(windowed_first=False) as before:
         urls = {firstaudio.KOE: now.http_url, firstaudio.KOE_BEFORE: before.http_url}
         steps: list[int] = []
-        results = asyncio.run(firstaudio.measure(config, urls, {"peer": slow_peer}, lambda: steps.append(1)))
+        results = asyncio.run(
+            firstaudio.measure(config, urls, {"peer": slow_peer}, lambda: steps.append(1), settle_s=0.0)
+        )
     assert set(results) == set(firstaudio.SCENARIOS)
     assert len(steps) == 2 * 4 + 2 * 3  # whole texts: koe, before, HTTP, peer; streamed: no HTTP
     for name, result in results.items():
@@ -65,6 +68,15 @@ def test_every_scenario_compares_koe_with_its_peers_and_with_itself_before(
     assert all(
         isinstance(targets[name]["gap_free"], bool) for name in ("sentence_whole", "answer_whole", "streamed")
     )
+
+
+def test_no_strategy_always_runs_right_after_the_same_other() -> None:
+    names = [f"strategy {n}" for n in range(7)]
+    rounds = [firstaudio.round_order(names, repeat) for repeat in range(3)]
+    assert all(sorted(order) == names for order in rounds)
+    assert rounds == [firstaudio.round_order(names, repeat) for repeat in range(3)]  # the same run after run
+    follows = [set(itertools.pairwise(order)) for order in rounds]
+    assert not set.intersection(*follows)
 
 
 def test_a_missing_peer_environment_is_reported_not_guessed(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -51,6 +52,10 @@ SCENARIOS: dict[str, tuple[str, bool, int]] = {
 }
 KOE = "koe_ws"
 KOE_BEFORE = "koe_ws_windowed_first_off"
+#: Quiet before each turn: what the previous strategy's server left running (its threads winding down,
+#: its clean-up) ends before the next is timed. Measured without it: koe's first window took 1.1–1.8× its
+#: prediction right after fastkokoro's turn, 0.6–1.3× after one of koe's (2026-12-01, one-off).
+SETTLE_S = 1.0
 KOE_HTTP = "koe_http"
 _OURS = (KOE, KOE_BEFORE, KOE_HTTP)
 
@@ -99,19 +104,29 @@ def strategies(
     return turns
 
 
+def round_order(names: list[str], repeat: int) -> list[str]:
+    """The strategies of round ``repeat`` in an order of their own (seeded: the same run after run), so
+    that no strategy always runs right after the same other (a rotation would keep every neighbour)."""
+    order = list(names)
+    random.Random(repeat).shuffle(order)
+    return order
+
+
 async def measure_scenario(
     turns: Mapping[str, Callable[[], Awaitable[TurnTrace]]],
     sessions: int,
     repeats: int,
     step: Callable[[], None],
+    settle_s: float = SETTLE_S,
 ) -> dict[str, Any]:
-    """``repeats`` rounds of every strategy (``sessions`` turns of it at once), the order rotating; the
-    summaries, and koe's ratios to its best peer and to itself before."""
+    """``repeats`` rounds of every strategy (``sessions`` turns of it at once), each round in its own order
+    and each turn after ``settle_s`` of quiet; the summaries, and koe's ratios to its best peer and to
+    itself before."""
     names = list(turns)
     runs: dict[str, list[TurnTrace]] = {name: [] for name in names}
     for repeat in range(repeats):
-        shift = repeat % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in round_order(names, repeat):
+            await asyncio.sleep(settle_s)
             runs[name].extend(await asyncio.gather(*(turns[name]() for _ in range(sessions))))
             step()
     summaries = {name: summarize_runs([t.metrics() for t in traces]) for name, traces in runs.items()}
@@ -189,13 +204,17 @@ async def _fastkokoro_ask(url: str, voice: str, strategy: str, text: str, at: fl
 
 
 async def measure(
-    config: BenchConfig, koe_urls: Mapping[str, str], peers: Mapping[str, Ask], step: Callable[[], None]
+    config: BenchConfig,
+    koe_urls: Mapping[str, str],
+    peers: Mapping[str, Ask],
+    step: Callable[[], None],
+    settle_s: float = SETTLE_S,
 ) -> dict[str, Any]:
     """Every scenario in order; each one's summaries and ratios."""
     results: dict[str, Any] = {}
     for name, (text, streamed, sessions) in SCENARIOS.items():
         turns = strategies(koe_urls, peers, config.voice, text, config.pace if streamed else None)
-        results[name] = await measure_scenario(turns, sessions, config.repeats, step)
+        results[name] = await measure_scenario(turns, sessions, config.repeats, step, settle_s)
     return results
 
 
