@@ -41,6 +41,8 @@ PCM_BYTES_PER_S = 24_000 * 2
 
 #: Each window takes this long on the fake engine, so a long segment spans many scheduler jobs.
 WINDOW_DELAY_S = 0.02
+#: Each engine call of a test where another turn's work must still be on the engine when a segment is cut.
+OTHER_CALL_S = 0.2
 
 
 @pytest.fixture(scope="module")
@@ -244,6 +246,42 @@ def test_a_later_segment_that_would_be_late_decoded_whole_decodes_in_windows(
     assert segments[0] == opener.strip() and " ".join(segments[1:]) == LONG
     assert len(audio(events)) // 2 == sum(_whole_samples(text) for text in segments)  # as if decoded whole
     assert jobs > len(segments) if windowed_first else jobs == len(segments)  # a segment whole is one job
+
+
+def test_a_late_segment_decodes_whole_while_another_turn_has_work_on_the_engine(
+    serve_fake: ServerFactory,
+) -> None:
+    """Windows cost more work than a whole decode; while another turn's work is on the engine, that work
+    would be taken from its listener too, so the late segment cut then is decoded whole (one call)."""
+    opener = "Sure, here's how. "
+    other = (
+        "This is the other turn and its first sentence keeps the engine busy for a while. "
+        "This is its second sentence and it is about as long as the first one was."
+    )
+    engine = FakeEngine(delay_s=OTHER_CALL_S)
+    with serve_fake(engine, workers=1, default_voice=VOICE) as live:
+        url = live.http_url + "/v1/audio/speech"
+        body = {"model": "tts-1", "input": other, "voice": VOICE, "response_format": "wav"}
+
+        async def main() -> list[Event]:
+            async with connect(live.ws_url + "/v1/stream") as ws:
+                await send(ws, {"type": "append", "text": opener})
+                events = await until(ws, of_type("segment_end"))  # the opener is spoken and sent
+                request = asyncio.create_task(asyncio.to_thread(httpx.post, url, json=body, timeout=WAIT_S))
+                await asyncio.to_thread(wait_for, lambda: _stats(live).running > 0, "the other turn's work")
+                await send(ws, {"type": "append", "text": LONG})
+                await send(ws, {"type": "flush"})
+                events += await until(ws, of_type("flushed"))
+                assert (await request).status_code == 200
+                return events
+
+        events = run(main)
+    segments = [m["text"] for m in messages(events) if m["type"] == "segment"]
+    assert segments[0] == opener.strip() and " ".join(segments[1:]) == LONG
+    # each later segment (the longer ones would window alone) was cut while the other turn's work ran
+    for segment in segments[1:]:
+        (phonemes,) = fake_speech().phonemize(segment)
+        assert engine.worked.count(phonemes) == 1
 
 
 def test_a_complete_body_is_cut_where_the_text_ends_its_phrases_not_shortened_for_an_early_start(

@@ -108,6 +108,7 @@ class FakeEngine:
         self.gate = gate
         self.gate_after = gate_after
         self.calls = 0
+        self.worked: list[str] = []  # the phonemes of each call, in order
         self._lock = threading.Lock()
 
     def durations(self, request: SynthesisRequest) -> np.ndarray:
@@ -153,6 +154,7 @@ class FakeEngine:
         """One engine call's cost: counted, failing, held or slowed as scripted."""
         with self._lock:
             self.calls += 1
+            self.worked.append(request.phonemes)
             call = self.calls
         if FAIL_WORD in request.phonemes:
             raise SynthesisError(f"the fake engine was told to fail on {FAIL_WORD!r}")

@@ -282,13 +282,24 @@ class SegmentStream:
     def _decode_windowed(self, segment: Segment, estimate_s: float) -> bool:
         """Whether ``segment`` (``estimate_s`` of audio) decodes in windows: every segment when the stream
         windows all, the first when it windows the first — and then also any later one whose whole decode
-        would not be done within :data:`LATE_SHARE` of the audio the listener has before it: windowed, its
-        first audio comes after stage A and one window instead of after all of it."""
+        would not be done within :data:`LATE_SHARE` of the audio the listener has before it, unless the
+        engine is shared with another turn: windowed, its first audio comes after stage A and one window
+        instead of after all of it."""
         if self._windowed or (self._windowed_first and segment.index == 0):
             return True
-        if not self._windowed_first:
+        if not self._windowed_first or self._engine_shared():
             return False
         return self._cost.synthesis_s(estimate_s) > LATE_SHARE * self.listener.budget_s()
+
+    def _engine_shared(self) -> bool:
+        """Whether another turn's work is queued or running. Windows cost more work than a whole decode
+        (each pays its context again), which a contended engine takes from every listener: with two streams
+        at once on 2 cores, late segments windowed gapped 8 times per answer where none windowed gapped 4
+        (one-off observation, 2026-12-01). Each of this turn's unfinished segments has at most one job
+        queued or running."""
+        own = sum(1 for item in self._in_flight if item.driver is not None and not item.driver.done())
+        stats = self._scheduler.stats
+        return stats.queued + stats.running > own
 
     def _replay(self, segment: Segment, hit: CachedSegment) -> None:
         """A cached segment: ready now, with its words pointed at this turn's text as a synthesis's are."""
