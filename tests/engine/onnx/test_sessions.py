@@ -69,6 +69,16 @@ def test_a_later_session_is_built_from_the_kept_graph_without_optimizing(
     np.testing.assert_array_equal(_run(later), _run(first))
 
 
+def test_a_session_not_to_keep_writes_nothing_but_uses_a_kept_graph(
+    tmp_path: Path, built: list[tuple[str, int]]
+) -> None:
+    OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0), keep=False)
+    assert not list(tmp_path.glob("*.onnx"))
+    OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
+    OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0), keep=False)
+    assert [source for source, _level in built] == ["bytes", "bytes", "file"]
+
+
 def test_another_graph_or_level_is_optimized_afresh(tmp_path: Path, built: list[tuple[str, int]]) -> None:
     OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
     OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(2.0))

@@ -97,6 +97,9 @@ class OnnxEngine:
         self._make_session = make_session
         self._model: bytes | None = model  # kept until the single graph's session is built from it
         self._whole: ort.InferenceSession | None = None
+        #: the single graph is kept optimized only where it decodes everything: beside the stage cut it
+        #: serves a first start's proof and rare calls, and writing its 92 MB costs that start ~0.3 s
+        self._keep_whole = False
         self._whole_lock = threading.Lock()
         self.providers = providers
         self.model_sha256 = model_sha256 or hashlib.sha256(model).hexdigest()
@@ -135,6 +138,7 @@ class OnnxEngine:
                 Measured(cache_dir() / MEASURED_DIR, {"what": "vocoder window costs", **key.fields()}),
             )
         del proto  # the parsed graph is as large as the model
+        self._keep_whole = self.streaming is None
         if self.streaming is None:
             self._session()  # the only way it speaks: build it now, and fail now if ONNX Runtime cannot
         self.capabilities = Capabilities(
@@ -150,7 +154,7 @@ class OnnxEngine:
             if self._whole is None:
                 assert self._model is not None  # dropped only once the session exists
                 try:
-                    self._whole = self._make_session(self._model)
+                    self._whole = self._make_session(self._model, keep=self._keep_whole)
                 except Exception as exc:  # onnxruntime raises its own untyped errors for bad graphs
                     raise AssetError(f"ONNX Runtime could not load the model: {exc}") from exc
                 self._model = None

@@ -52,16 +52,18 @@ class OptimizedSessions:
         self._directory = directory if cacheable else None
         self._machine = f"{ort.__version__} {int(level)} {cpu_identity()}"
 
-    def __call__(self, graph: bytes) -> ort.InferenceSession:
-        """The session of ``graph``, found by its bytes."""
-        return self._session(hashlib.sha256(graph), lambda: graph)
+    def __call__(self, graph: bytes, keep: bool = True) -> ort.InferenceSession:
+        """The session of ``graph``, found by its bytes; without ``keep``, a graph that was not kept is
+        optimized and not written (writing it costs a start ~0.1 s per 30 MB: not worth it for a rare
+        session)."""
+        return self._session(hashlib.sha256(graph), lambda: graph, keep)
 
     def named(self, name: str, graph: Callable[[], bytes]) -> ort.InferenceSession:
         """The session of the graph ``name`` identifies (whoever names it vouches that the name changes when
         its bytes do); ``graph()`` makes the bytes, called only when no optimized graph is kept."""
         return self._session(hashlib.sha256(f"named {name}".encode()), graph)
 
-    def _session(self, key: Any, graph: Callable[[], bytes]) -> ort.InferenceSession:
+    def _session(self, key: Any, graph: Callable[[], bytes], keep: bool = True) -> ort.InferenceSession:
         if self._directory is None:
             return ort.InferenceSession(graph(), self._options(self._level), providers=self.providers)
         key.update(self._machine.encode())
@@ -75,6 +77,8 @@ class OptimizedSessions:
             else:
                 os.utime(path)  # used: the last to be removed
                 return session
+        if not keep:
+            return ort.InferenceSession(graph(), self._options(self._level), providers=self.providers)
         return self._optimize(graph(), path)
 
     def _options(self, level: ort.GraphOptimizationLevel) -> ort.SessionOptions:

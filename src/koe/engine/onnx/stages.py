@@ -181,7 +181,7 @@ class StageSessions(Protocol):
     """Sessions of graphs (:class:`koe.engine.onnx.sessions.OptimizedSessions`): of bytes, or of a graph
     that a name identifies, kept from an earlier start, whose bytes are made only when it was not."""
 
-    def __call__(self, graph: bytes) -> ort.InferenceSession: ...
+    def __call__(self, graph: bytes, keep: bool = True) -> ort.InferenceSession: ...
 
     def named(self, name: str, graph: Callable[[], bytes]) -> ort.InferenceSession: ...
 
@@ -191,6 +191,7 @@ class _Graphs:
     front: bytes
     vocoder: bytes
     frozen: bytes
+    vocoder_graph: onnx.ModelProto  # what the measuring graph is made of
 
 
 def derive(
@@ -234,12 +235,14 @@ def derive(
     except Exception as exc:  # onnxruntime refuses a derived graph
         raise AssetError(f"ONNX Runtime could not load a stage: {exc}") from exc
 
+    # a start that extracted the stages (a first one, whose voices are not calibrated yet) keeps the graph
+    # calibrations measure with; a later one cuts it from the model's bytes if a voice needs calibrating
+    kept = _measuring(graphs().vocoder_graph, norms) if graphs.cache_info().currsize else None
+
     def measuring() -> ort.InferenceSession:
-        """Built only to calibrate a voice (rare): extracted again then, from the model's bytes."""
-        graph = _vocoder(Extractor(parse(model)), statistics)
-        add_class_sums(graph.graph, norms)
-        _check_inputs("stage B (measuring)", graph, {*_CUT, _STYLE, MASK_INPUT})
-        return sessions(graph.SerializeToString())
+        """Built only to calibrate a voice (rare), and not kept optimized for the next start."""
+        graph = kept or _measuring(_vocoder(Extractor(parse(model)), statistics), norms)
+        return sessions(graph, keep=False)
 
     front_session, vocoder_session, frozen_session = built
     return Stages(
@@ -253,6 +256,16 @@ _PARTS = ("front", "vocoder", "frozen")
 def _part(graphs: Callable[[], _Graphs], part: str) -> bytes:
     graph: bytes = getattr(graphs(), part)
     return graph
+
+
+def _measuring(vocoder: onnx.ModelProto, norms: tuple[Norm, ...]) -> bytes:
+    """The vocoder that also sums per-class moments (:func:`add_class_sums`), serialized."""
+    graph = onnx.ModelProto()
+    graph.CopyFrom(vocoder)
+    add_class_sums(graph.graph, norms)
+    _check_inputs("stage B (measuring)", graph, {*_CUT, _STYLE, MASK_INPUT})
+    data: bytes = graph.SerializeToString()
+    return data
 
 
 def _vocoder(extractor: Extractor, statistics: tuple[str, ...]) -> onnx.ModelProto:
@@ -271,7 +284,9 @@ def _extract(proto: onnx.ModelProto, token_input: str, statistics: tuple[str, ..
     _check_inputs("stage A", front, {token_input, _STYLE, _SPEED})
     _check_inputs("stage B", vocoder, {*_CUT, _STYLE})
     _check_inputs("stage B (frozen)", frozen, {*_CUT, _STYLE, *statistics})
-    return _Graphs(front.SerializeToString(), vocoder.SerializeToString(), frozen.SerializeToString())
+    return _Graphs(
+        front.SerializeToString(), vocoder.SerializeToString(), frozen.SerializeToString(), vocoder
+    )
 
 
 def _check_inputs(stage: str, graph: onnx.ModelProto, expected: set[str]) -> None:
