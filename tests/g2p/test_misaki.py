@@ -42,9 +42,7 @@ def test_english_g2p_built_first_never_imports_torch_but_leaves_it_importable() 
         "import torch\n"
         "print(torch.zeros(1).shape[0])\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "1"
+    assert _in_a_fresh_python(script) == "1"
 
 
 def test_english_g2p_built_first_never_imports_spacys_cli_but_leaves_it_importable() -> None:
@@ -59,9 +57,14 @@ def test_english_g2p_built_first_never_imports_spacys_cli_but_leaves_it_importab
         "import spacy.cli\n"
         "print(callable(spacy.cli.download))\n"
     )
+    assert _in_a_fresh_python(script) == "True"
+
+
+def _in_a_fresh_python(script: str) -> str:
+    """What ``script`` prints, run in a new interpreter (nothing imported yet); it must succeed."""
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "True"
+    return done.stdout.strip()
 
 
 def test_torch_already_imported_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
