@@ -17,6 +17,7 @@ import soundfile as sf
 
 from koe.audio.encoder import StreamEncoder, encode_whole
 from koe.audio.formats import OPUS_SAMPLE_RATES, SUPPORTED_SAMPLE_RATES, AudioFormat
+from koe.audio.muxer import Muxer
 from koe.audio.pcm import to_int16
 from koe.audio.resample import resample
 from koe.errors import ConfigError
@@ -163,6 +164,17 @@ def test_whole_wav_header_carries_the_real_sizes() -> None:
     assert len(data) == 44 + 2 * 1600
     assert riff_size == len(data) - 8
     assert data_size == 2 * 1600
+
+
+@pytest.mark.parametrize("rate", SUPPORTED_SAMPLE_RATES)
+def test_a_whole_wav_is_the_same_to_the_byte_as_ffmpegs(rate: int) -> None:
+    """Whole WAV files are written without FFmpeg: only right while FFmpeg would write the same bytes."""
+    samples = resample(_tone(2400), SAMPLE_RATE, rate)
+    file = io.BytesIO()
+    muxer = Muxer(AudioFormat.WAV, rate, file)
+    muxer.write(samples)
+    muxer.close()
+    assert encode_whole(_tone(2400), AudioFormat.WAV, rate) == file.getvalue()
 
 
 def test_whole_flac_and_mp3_headers_let_decoders_return_the_exact_length() -> None:

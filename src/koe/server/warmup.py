@@ -1,11 +1,15 @@
-"""The server's warm-up: proof that the engine speaks, and the segment costs its scheduler starts from.
+"""The server's warm-up: proof that the engine and the G2P work, and the costs its scheduler starts from.
 
-The costs are fitted on utterances of two lengths (about 1 and 3 s of speech), timed as they are spoken.
-Timing the longer one took ~2.2 s of a ~7 s cold start here, and it gives the same answer at every start
-on the same machine with the same model and settings: so what it measured is kept
-(:class:`koe.machine.Measured`), and a start that finds it speaks only the short utterance — which must
-succeed, as every start's must, and whose fresh timing joins the kept one. Every finished segment refines
-the costs after, whichever way they began.
+The proof is split in two so that a start need not wait for both in turn. The engine decodes the proof's
+fixed phonemes (:func:`prove_engine`) as soon as it is loaded, while the G2P is still being built beside it
+(:meth:`koe.pipeline.speech.Speech.load`, ``beside_g2p``; ONNX Runtime releases the GIL, so the two
+overlap); the G2P then proves itself by reading :data:`PROOF`. Together they are the whole text path.
+
+The costs are fitted on utterances of two lengths (about 1 and 3 s of speech), timed as they are spoken
+through the whole path. Timing them took ~2.2 s of a ~7 s cold start here, and they give the same answer at
+every start on the same machine with the same model and settings: so what was measured is kept
+(:class:`koe.machine.Measured`), and a later start times nothing. Every finished segment refines the costs
+after, whichever way they began.
 """
 
 from __future__ import annotations
@@ -15,35 +19,58 @@ import math
 import time
 from typing import Any
 
+import numpy as np
+
+from koe.engine.base import Engine, SynthesisRequest, drain
+from koe.engine.voices import VoiceBank
+from koe.errors import SynthesisError
 from koe.machine import Measured
 from koe.pipeline.speech import Speech
 from koe.scheduler.cost import SegmentCost
 
 logger = logging.getLogger(__name__)
 
-#: The proof, spoken at every start; then the utterance whose timing may be kept. No untimed run precedes
-#: them: ONNX Runtime's first run of a session is no slower than its second here (measured).
+#: The proof, and its phonemes as the English G2P reads them (a test keeps the two in step). No untimed run
+#: precedes the timed ones: ONNX Runtime's first run of a session is no slower than its second (measured).
 PROOF = "Hello there."
+PROOF_PHONEMES = "həlˈO ðˈɛɹ."
+#: The longer utterance of the two whose timings are fitted.
 TIMING = "This sentence tells the server how fast it speaks."
 
 Sample = tuple[int, float, float]  # characters, seconds of audio, seconds of synthesis
 
 
-def warm_up(speech: Speech, voice: str, windowed: bool, measured: Measured | None = None) -> SegmentCost:
-    """Speak :data:`PROOF` (and :data:`TIMING`, unless ``measured`` kept its timing); with ``windowed``,
-    prepare ``voice``'s windows, timed on these decodes. Raises what the engine raises."""
-    samples = [_timed(speech, PROOF, voice)]
-    kept = _kept(measured.read()) if measured is not None else None
-    if kept is None:
-        kept = _timed(speech, TIMING, voice)
+def prove_engine(engine: Engine, voices: VoiceBank, voice: str, windowed: bool) -> None:
+    """Decode :data:`PROOF_PHONEMES` with ``voice`` as a stream decodes (needs no G2P); with ``windowed``,
+    prepare ``voice``'s windows, timed on this decode. Raises what the engine raises, or ``SynthesisError``
+    for a decode that gives no audio."""
+    style = voices.resolve(voice)
+    started = time.perf_counter()
+    audio = drain(engine.stream(SynthesisRequest(PROOF_PHONEMES, style))).audio
+    if audio.size == 0 or not np.isfinite(audio).all():
+        raise SynthesisError(f"the engine's proof gave {audio.size} samples, not finite speech")
+    logger.info("warm-up: the engine spoke its proof in %.2f s", time.perf_counter() - started)
+    if windowed:  # the default voice windows from the start
+        engine.prepare(style)
+
+
+def warm_up(
+    speech: Speech, voice: str, windowed: bool, measured: Measured | None = None, engine_proven: bool = False
+) -> SegmentCost:
+    """Prove the whole text path with ``voice`` (the engine's part too, unless ``engine_proven``: done by
+    :func:`prove_engine`) and fit the segment costs: kept in ``measured`` if an earlier start timed them,
+    timed now (and kept) otherwise. Raises what the engine or the G2P raises."""
+    if not engine_proven:
+        prove_engine(speech.engine, speech.voices, voice, windowed)
+    if not speech.phonemize(PROOF, speech.voice(voice).lang):
+        raise SynthesisError(f"the G2P read nothing speakable in {PROOF!r}")
+    samples = _kept(measured.read()) if measured is not None else None
+    if samples is None:
+        samples = [_timed(speech, text, voice) for text in (PROOF, TIMING)]
         if measured is not None:
-            measured.write({"text": TIMING, "sample": list(kept)})
+            measured.write({"texts": [PROOF, TIMING], "samples": [list(sample) for sample in samples]})
     else:
-        logger.info("warm-up: %r timed as before on this machine", TIMING)
-    samples.append(kept)
-    if windowed:
-        # the default voice windows from the start; its windows are timed on the warm-up's decodes
-        speech.engine.prepare(speech.voices.resolve(voice))
+        logger.info("warm-up: %r and %r timed as before on this machine", PROOF, TIMING)
     return SegmentCost.fit(samples)
 
 
@@ -53,14 +80,19 @@ def _timed(speech: Speech, text: str, voice: str) -> Sample:
     return len(text), len(audio) / speech.sample_rate, time.perf_counter() - started
 
 
-def _kept(values: dict[str, Any] | None) -> Sample | None:
-    """The kept timing of :data:`TIMING`, if it is one."""
-    if values is None or values.get("text") != TIMING:
+def _kept(values: dict[str, Any] | None) -> list[Sample] | None:
+    """The kept timings of :data:`PROOF` and :data:`TIMING`, if they are that."""
+    if values is None or values.get("texts") != [PROOF, TIMING]:
         return None
-    sample = values.get("sample")
-    if not (isinstance(sample, list) and len(sample) == 3 and sample[0] == len(TIMING)):
+    samples = values.get("samples")
+    if not (isinstance(samples, list) and len(samples) == 2):
         return None
-    _, audio_s, took_s = sample
-    if not all(isinstance(x, float) and math.isfinite(x) and x > 0 for x in (audio_s, took_s)):
-        return None
-    return len(TIMING), audio_s, took_s
+    kept: list[Sample] = []
+    for text, sample in zip((PROOF, TIMING), samples, strict=True):
+        if not (isinstance(sample, list) and len(sample) == 3 and sample[0] == len(text)):
+            return None
+        _, audio_s, took_s = sample
+        if not all(isinstance(x, float) and math.isfinite(x) and x > 0 for x in (audio_s, took_s)):
+            return None
+        kept.append((len(text), audio_s, took_s))
+    return kept

@@ -1,0 +1,56 @@
+""":meth:`Speech.load` runs engine work beside the G2P's build: the engine and voices are loaded when it
+runs, the G2P need not be (the fake engine stands in for the model; the voices are the installed ones)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from koe.engine.base import Engine
+from koe.engine.voices import VoiceBank
+from koe.g2p.registry import G2PRegistry
+from koe.pipeline import speech as speech_module
+from koe.pipeline.speech import Speech, SpeechOptions
+from support.fake import FakeEngine
+
+WAIT_S = 30.0
+
+
+@pytest.fixture
+def g2p_waits_for_the_hook(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """The G2P's build cannot finish before ``hooked`` is set; the engine is a fake one."""
+    hooked = threading.Event()
+
+    def build(registry: G2PRegistry, langs: tuple[str, ...]) -> float:
+        if not hooked.wait(WAIT_S):
+            raise TimeoutError("the hook did not run while the G2P was building")
+        return 0.0
+
+    monkeypatch.setattr(speech_module, "_build_g2p", build)
+    monkeypatch.setattr(speech_module, "load_engine", lambda options, source: FakeEngine())
+    return hooked
+
+
+def test_work_beside_the_g2p_runs_on_the_loaded_engine_and_required_voices_while_the_g2p_builds(
+    g2p_waits_for_the_hook: threading.Event,
+) -> None:
+    seen: list[tuple[Engine, tuple[str, ...]]] = []
+
+    def beside(engine: Engine, voices: VoiceBank) -> None:
+        seen.append((engine, tuple(voices.names())))
+        g2p_waits_for_the_hook.set()
+
+    options = SpeechOptions(warmup=False)
+    speech = Speech.load(options, beside_g2p=beside)
+    assert seen == [(speech.engine, options.required_voices)]  # the one voice it needs, not all of them
+    assert len(speech.voices.names()) > len(options.required_voices)
+
+
+def test_work_beside_the_g2p_that_fails_fails_the_load(g2p_waits_for_the_hook: threading.Event) -> None:
+    def beside(engine: Engine, voices: VoiceBank) -> None:
+        g2p_waits_for_the_hook.set()
+        raise RuntimeError("the proof failed")
+
+    with pytest.raises(RuntimeError, match="the proof failed"):
+        Speech.load(SpeechOptions(warmup=False), beside_g2p=beside)
