@@ -152,7 +152,7 @@ def test_below_the_steady_buffer_only_the_first_window_may_be_planned_late() -> 
     largest on time even at OVERRUN × its predicted cost."""
     steady = steady_buffer_s(LOADED)
     assert steady is not None
-    ahead = 0.85 * steady
+    ahead = 0.75 * steady
     first = next_window_end(100, 2000, ahead, LOADED, first=True) - 100
     later = next_window_end(100, 2000, ahead, LOADED) - 100
     assert _left_after(ahead, first, LOADED, CONTEXT_FRAMES) >= steady  # restores it, whatever it costs

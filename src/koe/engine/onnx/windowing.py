@@ -42,7 +42,7 @@ MIN_WINDOW_FRAMES = 12
 #: Largest window (4 s): bounds memory per run and how long one step holds a worker.
 MAX_WINDOW_FRAMES = 160
 #: Plan to finish a window when this share of the listener's buffered audio has played.
-SAFETY = 0.7
+SAFETY = 0.6
 #: How much slower than predicted windows may run, one after another, with the listener's buffer still
 #: growing (:func:`steady_buffer_s`): the cost model follows a change of load only over a few windows
 #: (measured in the server, 2026-12-01: a turn's first window 1.1-1.8× its prediction and its second up
