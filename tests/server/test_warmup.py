@@ -24,8 +24,7 @@ def test_a_first_start_proves_the_engine_then_times_both_utterances_and_keeps_th
     warm_up(fake_speech(engine), "af_heart", False, measured)
     kept = measured.read()
     assert engine.worked[0] == PROOF_PHONEMES and engine.calls == 3
-    assert kept is not None and kept["texts"] == [PROOF, TIMING]
-    assert [sample[0] for sample in kept["samples"]] == [len(PROOF), len(TIMING)]
+    assert kept is not None and [sample[0] for sample in kept["samples"]] == [len(PROOF), len(TIMING)]
 
 
 def test_a_later_start_whose_engine_was_proven_beside_the_g2p_decodes_nothing_and_fits_the_kept_timings(
@@ -51,9 +50,9 @@ def test_a_later_start_whose_engine_was_not_proven_decodes_the_proof_alone(tmp_p
 def test_kept_timings_of_other_utterances_or_damaged_ones_are_timed_again(tmp_path: Path) -> None:
     measured = Measured(tmp_path, KEY)
     for kept in (
-        {"texts": [TIMING, PROOF], "samples": [[len(TIMING), 1.0, 0.5], [len(PROOF), 1.0, 0.5]]},
-        {"texts": [PROOF, TIMING], "samples": [[len(PROOF), 1.0, 0.5], [1, "x", None]]},
-        {"text": TIMING, "sample": [len(TIMING), 1.0, 0.5]},  # what an earlier koe kept
+        {"samples": [[len(TIMING), 1.0, 0.5], [len(PROOF), 1.0, 0.5]]},
+        {"samples": [[len(PROOF), 1.0, 0.5], [1, "x", None]]},
+        {"samples": [[len(PROOF), 1.0, 0.5]]},
     ):
         measured.write(kept)
         engine = FakeEngine()

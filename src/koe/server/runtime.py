@@ -31,7 +31,7 @@ from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.metrics import Metrics
 from koe.server.voices import openai_voices
-from koe.server.warmup import prove_engine, warm_up
+from koe.server.warmup import TIMED, prove_engine, warm_up
 from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -170,7 +170,10 @@ class Runtime:
         (tests, benchmarks in process) is timed afresh: its identity may not name all that sets its speed."""
         measured = None
         if self._given is None:
-            key = {"what": "segment costs", "speech": speech.identity, "engine": speech.engine.description}
+            key = {
+                "what": "segment costs", "texts": list(TIMED), "speech": speech.identity,
+                "engine": speech.engine.description,
+            }  # fmt: skip
             measured = Measured(cache_dir() / MEASURED_DIR, {**key, "voice": self.settings.default_voice})
         windowed = self.settings.windowed or self.settings.windowed_first
         # a model this server loaded had its engine proven beside the G2P's build (load_proven)

@@ -36,6 +36,8 @@ PROOF = "Hello there."
 PROOF_PHONEMES = "həlˈO ðˈɛɹ."
 #: The longer utterance of the two whose timings are fitted.
 TIMING = "This sentence tells the server how fast it speaks."
+#: What is timed, in order: part of the key its timings are kept under.
+TIMED = (PROOF, TIMING)
 
 Sample = tuple[int, float, float]  # characters, seconds of audio, seconds of synthesis
 
@@ -59,16 +61,17 @@ def warm_up(
 ) -> SegmentCost:
     """Prove the whole text path with ``voice`` (the engine's part too, unless ``engine_proven``: done by
     :func:`prove_engine`) and fit the segment costs: kept in ``measured`` if an earlier start timed them,
-    timed now (and kept) otherwise. Raises what the engine or the G2P raises."""
+    timed now (and kept) otherwise; ``measured``'s key names :data:`TIMED`. Raises what the engine or the G2P
+    raises."""
     if not engine_proven:
         prove_engine(speech.engine, speech.voices, voice, windowed)
     if not speech.phonemize(PROOF, speech.voice(voice).lang):
         raise SynthesisError(f"the G2P read nothing speakable in {PROOF!r}")
     samples = _kept(measured.read()) if measured is not None else None
     if samples is None:
-        samples = [_timed(speech, text, voice) for text in (PROOF, TIMING)]
+        samples = [_timed(speech, text, voice) for text in TIMED]
         if measured is not None:
-            measured.write({"texts": [PROOF, TIMING], "samples": [list(sample) for sample in samples]})
+            measured.write({"samples": [list(sample) for sample in samples]})
     else:
         logger.info("warm-up: %r and %r timed as before on this machine", PROOF, TIMING)
     return SegmentCost.fit(samples)
@@ -81,14 +84,12 @@ def _timed(speech: Speech, text: str, voice: str) -> Sample:
 
 
 def _kept(values: dict[str, Any] | None) -> list[Sample] | None:
-    """The kept timings of :data:`PROOF` and :data:`TIMING`, if they are that."""
-    if values is None or values.get("texts") != [PROOF, TIMING]:
-        return None
-    samples = values.get("samples")
-    if not (isinstance(samples, list) and len(samples) == 2):
+    """The kept timings of :data:`TIMED`, if they are that."""
+    samples = None if values is None else values.get("samples")
+    if not (isinstance(samples, list) and len(samples) == len(TIMED)):
         return None
     kept: list[Sample] = []
-    for text, sample in zip((PROOF, TIMING), samples, strict=True):
+    for text, sample in zip(TIMED, samples, strict=True):
         if not (isinstance(sample, list) and len(sample) == 3 and sample[0] == len(text)):
             return None
         _, audio_s, took_s = sample
