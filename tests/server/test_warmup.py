@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from koe.errors import SynthesisError
-from koe.g2p.misaki import MisakiG2P
 from koe.machine import Measured
-from koe.server.warmup import PROOF, PROOF_PHONEMES, TIMING, prove_engine, warm_up
+from koe.pipeline.speech import Speech
+from koe.server.warmup import ENGINE_PROOF, PROOF, TIMING, prove_engine, warm_up
 from support.fake import FakeEngine, fake_speech, fake_voices
 
 KEY = {"what": "segment costs", "speech": "fake"}
@@ -23,7 +23,7 @@ def test_a_first_start_proves_the_engine_then_times_both_utterances_and_keeps_th
     measured = Measured(tmp_path, KEY)
     warm_up(fake_speech(engine), "af_heart", False, measured)
     kept = measured.read()
-    assert engine.worked[0] == PROOF_PHONEMES and engine.calls == 3
+    assert engine.worked[0] == ENGINE_PROOF and engine.calls == 3
     assert kept is not None and [sample[0] for sample in kept["samples"]] == [len(PROOF), len(TIMING)]
 
 
@@ -44,7 +44,7 @@ def test_a_later_start_whose_engine_was_not_proven_decodes_the_proof_alone(tmp_p
     warm_up(fake_speech(FakeEngine()), "af_heart", False, measured)
     engine = FakeEngine()
     warm_up(fake_speech(engine), "af_heart", False, measured)
-    assert engine.worked == [PROOF_PHONEMES]
+    assert engine.worked == [ENGINE_PROOF]
 
 
 def test_kept_timings_of_other_utterances_or_damaged_ones_are_timed_again(tmp_path: Path) -> None:
@@ -76,5 +76,5 @@ def test_an_engine_that_speaks_nothing_fails_its_proof() -> None:
         prove_engine(Mute(), fake_voices(), "af_heart", False)
 
 
-def test_the_proofs_phonemes_are_what_the_english_g2p_reads_in_the_proof() -> None:
-    assert MisakiG2P().phonemize(PROOF) == PROOF_PHONEMES
+def test_the_real_engine_speaks_its_proof(speech: Speech) -> None:
+    prove_engine(speech.engine, speech.voices, "af_heart", False)
