@@ -98,8 +98,9 @@ def _python() -> list[str]:
 class Koe:
     """Which koe a child runs: this one or a baseline source tree (``src``), with torch importable or not;
     with ``first_start_in``, each child in a cache of its own made there, holding what ``koe install`` leaves
-    in an image: the voices and the stage cut's verdict (nothing optimized or measured before, as at a
-    container's start on the CPU its image was built on)."""
+    in an image: the voices and the stage cut's verdict, and, for this koe, the voices' calibrations (a
+    baseline's install made none; nothing optimized or measured before, as at a container's start on the
+    CPU its image was built on)."""
 
     src: Path | None = None
     without_torch: bool = False
@@ -115,8 +116,10 @@ class Koe:
 
             fresh = Path(tempfile.mkdtemp(prefix="cache-", dir=self.first_start_in))
             (fresh / "voices").symlink_to(cache_dir() / "voices", target_is_directory=True)
-            if (cache_dir() / "stage-cut").is_dir():
-                shutil.copytree(cache_dir() / "stage-cut", fresh / "stage-cut")
+            kept = ("stage-cut",) if self.src is not None else ("stage-cut", "calibration")
+            for name in kept:
+                if (cache_dir() / name).is_dir():
+                    shutil.copytree(cache_dir() / name, fresh / name)
             env["KOE_CACHE_DIR"] = str(fresh)
         return env
 
