@@ -54,3 +54,17 @@ def test_work_beside_the_g2p_that_fails_fails_the_load(g2p_waits_for_the_hook: t
 
     with pytest.raises(RuntimeError, match="the proof failed"):
         Speech.load(SpeechOptions(warmup=False), beside_g2p=beside)
+
+
+def test_work_beside_the_g2p_has_the_voices_a_blended_default_voice_is_made_of(
+    g2p_waits_for_the_hook: threading.Event,
+) -> None:
+    seen: list[tuple[str, ...]] = []
+
+    def beside(engine: Engine, voices: VoiceBank) -> None:
+        voices.resolve("af_heart+am_michael")  # raises VoiceError without both
+        seen.append(tuple(voices.names()))
+        g2p_waits_for_the_hook.set()
+
+    Speech.load(SpeechOptions(warmup=False, required_voices=("af_heart+am_michael",)), beside_g2p=beside)
+    assert seen == [("af_heart", "am_michael")]

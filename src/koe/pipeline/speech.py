@@ -30,7 +30,8 @@ from koe.engine.assets import MODEL_SHA256, ModelSource, locate
 from koe.engine.base import BufferedAudio, Engine, SynthesisRequest, Utterance, UtteranceStream
 from koe.engine.registry import EngineOptions, load_engine
 from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
-from koe.engine.voices import AMERICAN, DEFAULT_VOICE, VOICES, VoiceBank
+from koe.engine.voices import AMERICAN, DEFAULT_VOICE, VOICES, VoiceBank, parse_blend
+from koe.errors import VoiceError
 from koe.g2p.base import G2P
 from koe.g2p.chunk import split_phonemes
 from koe.g2p.registry import G2PRegistry
@@ -146,8 +147,7 @@ class Speech:
             engine_s = time.perf_counter() - started
             names = None if options.model_dir is not None else options.voices
             if beside_g2p is not None:  # on the voices it needs: all of them take ~0.5 s beside the G2P
-                required = options.required_voices
-                beside_g2p(engine, VoiceBank.load(source.voices_dir, required, required))
+                beside_g2p(engine, VoiceBank.load(source.voices_dir, _components(options.required_voices)))
             voices = VoiceBank.load(source.voices_dir, names, options.required_voices)
             g2p_s = building.result()
         speech = cls(engine, voices, g2p, _identity(options, source))
@@ -249,6 +249,16 @@ def _utterances(segments: Sequence[Segment]) -> Iterator[str]:
         run = segment
     if run is not None:
         yield run.spoken_text
+
+
+def _components(specs: Sequence[str]) -> tuple[str, ...]:
+    """The voices ``specs`` (names or blends) are made of; a spec that does not parse names none (it is
+    refused where it is resolved, with the reason)."""
+    names: list[str] = []
+    for spec in specs:
+        with suppress(VoiceError):
+            names += (name for name, _ in parse_blend(spec))
+    return tuple(dict.fromkeys(names))
 
 
 def _build_g2p(registry: G2PRegistry, langs: tuple[str, ...]) -> float:
