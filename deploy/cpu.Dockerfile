@@ -21,12 +21,13 @@ RUN ln -s /usr/local/lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
-# Japanese readings without their 190 MB Sudachi dictionary, which koe does not use (Makefile). The graphs
-# ONNX Runtime optimized for this build machine's CPU are not kept: the endpoint's CPU may be another.
+# Japanese readings without their 190 MB Sudachi dictionary, which koe does not use (Makefile). What
+# `koe install` keeps in the cache goes into the image: the stage cut's proof, the stage graphs ONNX Runtime
+# optimized up to the level that does not depend on the CPU (~120 MB), the default voice's calibration and
+# its G2P's grown dictionaries (docs/operations.md, "Cold start").
 RUN pip install --no-cache-dir . \
     && pip install --no-cache-dir --no-deps "pyopenjtalk-plus==0.4.1.post10" "sudachipy==0.7.0" \
-    && koe install \
-    && rm -rf "$KOE_CACHE_DIR/optimized"
+    && koe install
 
 FROM ${PYTHON_IMAGE}
 LABEL com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true \

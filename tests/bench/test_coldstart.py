@@ -25,7 +25,7 @@ def test_a_first_start_runs_each_child_in_a_cache_of_its_own_holding_what_instal
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     installed = tmp_path / "installed"
-    for kept in ("voices", "stage-cut", "calibration", "optimized", "measured"):
+    for kept in ("voices", "stage-cut", "calibration", "optimized", "g2p", "measured"):
         (installed / kept).mkdir(parents=True)
     (installed / "stage-cut" / "verdict.json").write_text("{}")
     monkeypatch.setenv("KOE_CACHE_DIR", str(installed))
@@ -33,13 +33,20 @@ def test_a_first_start_runs_each_child_in_a_cache_of_its_own_holding_what_instal
     (tmp_path / "runs").mkdir()
     one, other = Path(first.env()["KOE_CACHE_DIR"]), Path(first.env()["KOE_CACHE_DIR"])
     assert one != other and one.parent == tmp_path / "runs"
-    assert sorted(path.name for path in one.iterdir()) == ["calibration", "stage-cut", "voices"]
+    # all but what was measured on this CPU
+    assert sorted(path.name for path in one.iterdir()) == [
+        "calibration",
+        "g2p",
+        "optimized",
+        "stage-cut",
+        "voices",
+    ]
     assert (one / "voices").is_symlink() and (one / "stage-cut" / "verdict.json").read_text() == "{}"
     assert first.kind("koe_serve_ready") == "koe_serve_ready_first_start_without_torch"
-    # a baseline's `koe install` calibrated nothing
+    # a baseline's image removed its optimized graphs and held no dictionaries
     baseline = Koe(src=tmp_path, without_torch=True, first_start_in=tmp_path / "runs")
     assert sorted(path.name for path in Path(baseline.env()["KOE_CACHE_DIR"]).iterdir()) == [
-        "stage-cut", "voices",
+        "calibration", "stage-cut", "voices",
     ]  # fmt: skip
 
 

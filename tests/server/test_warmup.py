@@ -47,6 +47,29 @@ def test_a_later_start_whose_engine_was_not_proven_decodes_the_proof_alone(tmp_p
     assert engine.worked == [ENGINE_PROOF]
 
 
+class _Preparing(FakeEngine):
+    """Records its preparation among the decodes, in order."""
+
+    def prepare(self, style: object) -> None:
+        self.worked.append("prepare")
+
+
+def test_a_windowed_first_start_prepares_the_windows_after_the_timed_utterances(tmp_path: Path) -> None:
+    engine = _Preparing()
+    warm_up(fake_speech(engine), "af_heart", True, Measured(tmp_path, KEY))
+    # the windows are timed on the timed utterances' decodes, not on a probe decoded before them
+    assert engine.calls == 3 and engine.worked[-1] == "prepare" and engine.worked.count("prepare") == 1
+
+
+def test_a_windowed_later_start_only_prepares_and_an_unwindowed_one_does_not(tmp_path: Path) -> None:
+    measured = Measured(tmp_path, KEY)
+    warm_up(fake_speech(FakeEngine()), "af_heart", False, measured)
+    windowed, whole = _Preparing(), _Preparing()
+    warm_up(fake_speech(windowed), "af_heart", True, measured, engine_proven=True)
+    warm_up(fake_speech(whole), "af_heart", False, measured, engine_proven=True)
+    assert windowed.worked == ["prepare"] and whole.worked == []
+
+
 def test_kept_timings_of_other_utterances_or_damaged_ones_are_timed_again(tmp_path: Path) -> None:
     measured = Measured(tmp_path, KEY)
     for kept in (
@@ -73,8 +96,8 @@ def test_an_engine_that_speaks_nothing_fails_its_proof() -> None:
             return super().audio(*args, **kwargs)[:0]  # type: ignore[arg-type]
 
     with pytest.raises(SynthesisError, match="proof"):
-        prove_engine(Mute(), fake_voices(), "af_heart", False)
+        prove_engine(Mute(), fake_voices(), "af_heart")
 
 
 def test_the_real_engine_speaks_its_proof(speech: Speech) -> None:
-    prove_engine(speech.engine, speech.voices, "af_heart", False)
+    prove_engine(speech.engine, speech.voices, "af_heart")

@@ -90,6 +90,11 @@ class ColdRun:
 _WITHOUT_TORCH = "import sys; sys.modules['torch'] = None; from koe.cli import main; sys.exit(main())"
 
 
+#: What an image's cache holds (the CPU image's ``koe install``), and what a baseline's held.
+_IMAGE = ("stage-cut", "calibration", "optimized", "g2p")
+_BASELINE_IMAGE = ("stage-cut", "calibration")
+
+
 def _python() -> list[str]:
     return [sys.executable, "-X", "utf8"]
 
@@ -98,8 +103,9 @@ def _python() -> list[str]:
 class Koe:
     """Which koe a child runs: this one or a baseline source tree (``src``), with torch importable or not;
     with ``first_start_in``, each child in a cache of its own made there, holding what ``koe install`` leaves
-    in an image: the voices and the stage cut's verdict, and, for this koe, the voices' calibrations (a
-    baseline's install made none; nothing optimized or measured before, as at a container's start on the
+    in an image: the voices, the stage cut's verdict and the default voice's calibration, and, for this koe,
+    the stage graphs ONNX Runtime optimized and the G2P's grown dictionaries (a baseline's image, 7d6fdd6's,
+    removed the graphs and had no dictionaries; nothing measured before, as at a container's start on the
     CPU its image was built on)."""
 
     src: Path | None = None
@@ -116,7 +122,7 @@ class Koe:
 
             fresh = Path(tempfile.mkdtemp(prefix="cache-", dir=self.first_start_in))
             (fresh / "voices").symlink_to(cache_dir() / "voices", target_is_directory=True)
-            kept = ("stage-cut",) if self.src is not None else ("stage-cut", "calibration")
+            kept = _BASELINE_IMAGE if self.src is not None else _IMAGE
             for name in kept:
                 if (cache_dir() / name).is_dir():
                     shutil.copytree(cache_dir() / name, fresh / name)

@@ -55,8 +55,7 @@ def load_in_background(settings: Settings) -> Future[Speech]:
 def load_proven(settings: Settings) -> Speech:
     """The model of ``settings``, its engine's part of the warm-up proven while the G2P was being built
     (:func:`koe.server.warmup.prove_engine`), if the settings warm it up."""
-    windowed = settings.windowed or settings.windowed_first
-    proof = partial(prove_engine, voice=settings.default_voice, windowed=windowed)
+    proof = partial(prove_engine, voice=settings.default_voice)
     return Speech.load(
         SpeechOptions.from_settings(settings, warmup=False), beside_g2p=proof if settings.warmup else None
     )

@@ -9,7 +9,9 @@ The costs are fitted on utterances of two lengths (about 1 and 3 s of speech), t
 through the whole path. Timing them took ~2.2 s of a ~7 s cold start here, and they give the same answer at
 every start on the same machine with the same model and settings: so what was measured is kept
 (:class:`koe.machine.Measured`), and a later start times nothing. Every finished segment refines the costs
-after, whichever way they began.
+after, whichever way they began. The engine is prepared for windowed decoding (:meth:`Engine.prepare`) only
+after them: where its own step costs are not kept either, it times them on the windows of a decode already
+made (the longer utterance's), not on a probe of its own (~0.9 s of a first start here).
 """
 
 from __future__ import annotations
@@ -45,18 +47,14 @@ TIMED = (PROOF, TIMING)
 Sample = tuple[int, float, float]  # characters, seconds of audio, seconds of synthesis
 
 
-def prove_engine(engine: Engine, voices: VoiceBank, voice: str, windowed: bool) -> None:
-    """Decode :data:`ENGINE_PROOF` with ``voice`` as a stream decodes (needs no G2P); with ``windowed``,
-    prepare ``voice``'s windows, timed on this decode. Raises what the engine raises, or ``SynthesisError``
-    for a decode that gives no audio."""
-    style = voices.resolve(voice)
+def prove_engine(engine: Engine, voices: VoiceBank, voice: str) -> None:
+    """Decode :data:`ENGINE_PROOF` with ``voice`` as a stream decodes (needs no G2P). Raises what the engine
+    raises, or ``SynthesisError`` for a decode that gives no audio."""
     started = time.perf_counter()
-    audio = drain(engine.stream(SynthesisRequest(ENGINE_PROOF, style))).audio
+    audio = drain(engine.stream(SynthesisRequest(ENGINE_PROOF, voices.resolve(voice)))).audio
     if audio.size == 0 or not np.isfinite(audio).all():
         raise SynthesisError(f"the engine's proof gave {audio.size} samples, not finite speech")
     logger.info("warm-up: the engine spoke its proof in %.2f s", time.perf_counter() - started)
-    if windowed:  # the default voice windows from the start
-        engine.prepare(style)
 
 
 def warm_up(
@@ -64,10 +62,10 @@ def warm_up(
 ) -> SegmentCost:
     """Prove the whole text path with ``voice`` (the engine's part too, unless ``engine_proven``: done by
     :func:`prove_engine`) and fit the segment costs: kept in ``measured`` if an earlier start timed them,
-    timed now (and kept) otherwise; ``measured``'s key names :data:`TIMED`. Raises what the engine or the G2P
-    raises."""
+    timed now (and kept) otherwise; ``measured``'s key names :data:`TIMED`. With ``windowed``, prepare
+    ``voice``'s windows after. Raises what the engine or the G2P raises."""
     if not engine_proven:
-        prove_engine(speech.engine, speech.voices, voice, windowed)
+        prove_engine(speech.engine, speech.voices, voice)
     if not speech.phonemize(PROOF, speech.voice(voice).lang):
         raise SynthesisError(f"the G2P read nothing speakable in {PROOF!r}")
     samples = _kept(measured.read()) if measured is not None else None
@@ -77,6 +75,8 @@ def warm_up(
             measured.write({"samples": [list(sample) for sample in samples]})
     else:
         logger.info("warm-up: %r and %r timed as before on this machine", PROOF, TIMING)
+    if windowed:  # the default voice windows from the start
+        speech.engine.prepare(speech.voices.resolve(voice))
     return SegmentCost.fit(samples)
 
 

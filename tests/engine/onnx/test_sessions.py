@@ -1,4 +1,5 @@
-"""Sessions come from the graph ONNX Runtime optimized at an earlier start, and compute the same bits."""
+"""Sessions come from the graph ONNX Runtime optimized at an earlier start, on this CPU or another, and
+compute the same bits."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+from koe import machine
 from koe.engine.assets import packaged_model_bytes
 from koe.engine.onnx import sessions
 from koe.engine.onnx.sessions import KEPT_GRAPHS, OptimizedSessions
 
 _ALL = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+_EXTENDED = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+_BASIC = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+_NONE = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 _CPU = ["CPUExecutionProvider"]
 
 
@@ -59,14 +64,51 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return calls
 
 
-def test_a_later_session_is_built_from_the_kept_graph_without_optimizing(
+def test_the_graph_is_kept_optimized_up_to_extended_and_sessions_at_all_are_built_from_it(
     tmp_path: Path, built: list[tuple[str, int]]
 ) -> None:
     first = OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
     later = OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
-    assert built == [("bytes", int(_ALL)), ("file", int(ort.GraphOptimizationLevel.ORT_DISABLE_ALL))]
+    # optimized once up to "extended" and written; each session then applies "all" to the written graph
+    assert built == [("bytes", int(_EXTENDED)), ("file", int(_ALL)), ("file", int(_ALL))]
     assert len(list(tmp_path.glob("*.onnx"))) == 1
     np.testing.assert_array_equal(_run(later), _run(first))
+
+
+def test_a_graph_kept_at_the_level_asked_for_is_loaded_without_optimizing(
+    tmp_path: Path, built: list[tuple[str, int]]
+) -> None:
+    OptimizedSessions(1, _BASIC, _CPU, tmp_path)(_graph(1.0))
+    OptimizedSessions(1, _BASIC, _CPU, tmp_path)(_graph(1.0))
+    assert built == [("bytes", int(_BASIC)), ("file", int(_NONE))]
+
+
+def test_graphs_kept_on_one_cpu_serve_another(
+    tmp_path: Path, built: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for flags in (
+        "avx2 fma sse4_2",
+        "avx512f avx512bw avx2 fma sse4_2",
+    ):  # an image's build machine, then not
+        cpuinfo = tmp_path / f"cpuinfo {len(flags)}"
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+        monkeypatch.setattr(machine, "_CPUINFO", cpuinfo)
+        OptimizedSessions(1, _ALL, _CPU, tmp_path / "optimized")(_graph(1.0))
+    assert [source for source, _level in built] == ["bytes", "file", "file"]
+
+
+def test_a_graph_kept_in_a_read_only_cache_is_used(
+    tmp_path: Path, built: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
+
+    def read_only(path: object, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Read-only file system", str(path))
+
+    monkeypatch.setattr(sessions.os, "utime", read_only)  # an image's cache, as its unprivileged user sees it
+    session = OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
+    assert [source for source, _level in built] == ["bytes", "file", "file"]
+    np.testing.assert_array_equal(_run(session), _run(OptimizedSessions(1, _ALL, _CPU)(_graph(1.0))))
 
 
 def test_a_session_not_to_keep_writes_nothing_but_uses_a_kept_graph(
@@ -76,15 +118,14 @@ def test_a_session_not_to_keep_writes_nothing_but_uses_a_kept_graph(
     assert not list(tmp_path.glob("*.onnx"))
     OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
     OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0), keep=False)
-    assert [source for source, _level in built] == ["bytes", "bytes", "file"]
+    assert [source for source, _level in built] == ["bytes", "bytes", "file", "file"]
 
 
 def test_another_graph_or_level_is_optimized_afresh(tmp_path: Path, built: list[tuple[str, int]]) -> None:
     OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(1.0))
     OptimizedSessions(1, _ALL, _CPU, tmp_path)(_graph(2.0))
-    basic = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    OptimizedSessions(1, basic, _CPU, tmp_path)(_graph(1.0))
-    assert [source for source, _level in built] == ["bytes", "bytes", "bytes"]
+    OptimizedSessions(1, _BASIC, _CPU, tmp_path)(_graph(1.0))
+    assert [source for source, _level in built].count("bytes") == 3
     assert len(list(tmp_path.glob("*.onnx"))) == 3
 
 
@@ -116,8 +157,9 @@ def test_a_cache_that_cannot_be_written_still_gives_a_session(tmp_path: Path) ->
 @pytest.mark.model
 def test_kokoros_graph_from_its_kept_optimized_form_decodes_the_same_bits(tmp_path: Path) -> None:
     model = packaged_model_bytes()
-    fresh = OptimizedSessions(2, _ALL, _CPU, tmp_path)(model)
+    OptimizedSessions(2, _ALL, _CPU, tmp_path)(model)  # optimizes and keeps it
     kept = OptimizedSessions(2, _ALL, _CPU, tmp_path)(model)
+    fresh = OptimizedSessions(2, _ALL, _CPU)(model)  # optimized in memory from the model's bytes, as before
     rng = np.random.default_rng(3)
     feeds = {
         "tokens": np.array([[0, *rng.integers(1, 150, 40), 0]], dtype=np.int64),
