@@ -29,6 +29,7 @@ SAME = {
     "word split": ("It rains in the rainforest.", "It rains in the rain forest."),
     "trailing ellipsis": ("The three rules are... Be brief...", "The three rules are: be brief."),
     "homophone": ("Click here too. Sign up.", "Click here to sign up."),
+    "the same sounds split elsewhere": ("Use time dots, leap to pause.", "Use time dot sleep to pause."),
 }  # fmt: skip
 DIFFERENT = {
     "a word heard differently": ("Both apples and plums work.", "Both apples and pears work."),
@@ -39,6 +40,7 @@ DIFFERENT = {
     "a sign lost": ("It moved 2%.", "It moved minus two percent."),
     "a range for 24/7": ("The store is open 24 to 7.", "The store is open twenty-four seven."),
     "a phone digit lost": ("My cell is 212-55-0187.", "My cell is 2 1 2, 5 5 5, 0 1 8 7."),
+    "a sound lost at a word boundary": ("Use time dot leap to pause.", "Use time dot sleep to pause."),
 }
 
 

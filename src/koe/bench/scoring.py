@@ -15,7 +15,8 @@ Both sides go through the same steps, so only what was *said* counts, not how th
    and so do periods (the normalizer leaves a trailing "..." and the dot of "5.99");
 5. words that sound the same are the same word: "too" is "to", "sight" is "site", "chords" "cords"...
    and a lone "one" is "1", which the normalizer keeps a word (:data:`HOMOPHONES`; no listener can tell
-   them apart either);
+   them apart either), and so are pairs of words whose boundary falls elsewhere in the same sounds: "dots
+   leap" is "dot sleep" (:data:`JUNCTURES`);
 6. all spaces go: "F B I" and "FBI", "8 30" and "830", "rain forest" and "rainforest" are the same sounds.
 
 A text passes when the two results are identical: one word heard differently fails it.  What this cannot
@@ -64,6 +65,10 @@ HOMOPHONES |= {"pair": "pear", "pairs": "pears", "buy": "by", "bye": "by"}
 #: The normalizer keeps a lone "one" a word (it may be a pronoun): "plus one, 555…" missed "+1 555…".
 HOMOPHONES["one"] = "1"
 _HOMOPHONE = re.compile(r"\b(" + "|".join(HOMOPHONES) + r")\b")
+#: Word pairs that are the same sounds split elsewhere, each → the one it is scored as (an ASR writes
+#: either; "time.sleep()" read aloud was heard as "time dots, leap" on one CPU's audio, 2026-12-02).
+JUNCTURES = {"dots leap": "dot sleep"}
+_JUNCTURE = re.compile(r"\b(" + "|".join(JUNCTURES) + r")\b")
 _SPACE = re.compile(r"\s+")
 
 
@@ -98,6 +103,7 @@ def canonical(text: str) -> str:
     text = _SIGN_WORD.sub(lambda m: "-" if m.group(1) == "minus" else "+", text)
     text = _NUMBER_SEPARATOR.sub("", _ORDINAL.sub("", text)).replace(".", "")
     text = _HOMOPHONE.sub(lambda m: HOMOPHONES[m.group()], text)
+    text = _JUNCTURE.sub(lambda m: JUNCTURES[m.group()], _SPACE.sub(" ", text))
     return _SPACE.sub("", text)
 
 
