@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from koe.cli import prepare_g2p, prepare_onnx
 from koe.engine.assets import cache_dir, locate
 from koe.g2p.lexicon import grown_dictionary
 from koe.machine import MEASURED_DIR
+from koe.prepared import prepare_g2p, prepare_onnx
 from koe.settings import Settings
 
 pytestmark = pytest.mark.slow

@@ -204,6 +204,7 @@ def _register_install(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 def _run_install(args: argparse.Namespace) -> int:
     from koe.engine.assets import install_voices, packaged_model_bytes
     from koe.engine.voices import VOICES
+    from koe.prepared import prepare_g2p, prepare_onnx
     from koe.settings import Settings
 
     with _status("verifying the int8 model…"):
@@ -220,30 +221,6 @@ def _run_install(args: argparse.Namespace) -> int:
     _stderr.print(f"model verified; {len(VOICES)} voices verified in {target}")
     _report_languages()
     return 0
-
-
-def prepare_onnx(settings: Settings, voices_dir: Path) -> None:
-    """What ``koe install`` leaves in koe's cache so that starts skip it: the stage cut's proof (loading the
-    engine once records it) and the default voice's windowing calibration, which depends on the model, koe
-    and the voice, not the machine — an image built with it spares every container's first start seconds
-    of CPU (12 s under load here). Its window costs are timed too, kept for this CPU only."""
-    from koe.engine.assets import ModelSource
-    from koe.engine.registry import EngineOptions, load_engine
-    from koe.engine.voices import VoiceBank
-
-    source = ModelSource(model_path=None, voices_dir=voices_dir)
-    engine = load_engine(EngineOptions(threads=settings.threads_per_worker), source)
-    engine.prepare(VoiceBank.load(voices_dir).resolve(settings.default_voice))  # a name or a blend
-
-
-def prepare_g2p(settings: Settings) -> None:
-    """Build the G2P of the default voice's language once, for what it keeps in koe's cache (misaki's grown
-    dictionaries: ~0.2 s of every later build, and they depend on misaki's data, not the machine)."""
-    from koe.engine.voices import language_of, parse_blend
-    from koe.g2p.registry import G2PRegistry
-
-    first_voice = parse_blend(settings.default_voice)[0][0]
-    G2PRegistry().get(language_of(first_voice).code)
 
 
 def _report_languages() -> None:
