@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -121,11 +122,27 @@ def test_a_98k_character_turn_of_dense_punctuation_is_segmented_a_slice_per_loop
     assert turns.most_fed_in_one_turn() <= FEED_SLICE_CHARS + LONGEST_WORD
 
 
+#: How long segmenting each slice's worth of the flood below holds the loop: pathological text made slow on
+#: purpose, so that segmenting all of it outlasts another turn's round trip on any machine (~1 s in all).
+SLOW_SLICE_S = 0.01
+
+
 def test_another_sessions_turn_is_spoken_while_a_long_one_is_segmented(
-    fake_server: LiveServer, turns: LoopTurns
+    fake_server: LiveServer, turns: LoopTurns, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without slicing, the long unspeakable turn was segmented in one go and the other waited for it."""
     order: list[str] = []
+    feed = Segmenter.feed
+    flood_fed = [0]  # characters of the flood segmented so far
+
+    def slow_on_the_flood(self: Segmenter, text: str) -> Any:
+        if text.strip() == "-":  # the segmenter is fed a word at a time
+            flood_fed[0] += len(text)
+            if flood_fed[0] % FEED_SLICE_CHARS < len(text):
+                time.sleep(SLOW_SLICE_S)  # on the loop, as slow segmenting would be
+        return feed(self, text)
+
+    monkeypatch.setattr(Segmenter, "feed", slow_on_the_flood)
 
     async def flood() -> None:
         async with connect(fake_server.ws_url + "/v1/stream") as ws:
