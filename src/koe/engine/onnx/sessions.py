@@ -108,7 +108,7 @@ class OptimizedSessions:
     def _optimize(self, data: bytes, path: Path) -> ort.InferenceSession:
         """A session optimized now, its graph written beside for the next start (a cache that cannot be
         written costs the optimization each time, nothing more). Above :data:`KEPT_LEVEL`, the session is
-        then built from the graph written, as every later one will be (~0.3 s more, once per graph)."""
+        then built from the graph written, as every later one will be (~0.1 s more, once per graph)."""
         partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
