@@ -76,7 +76,7 @@ class OptimizedSessions:
 
     def _session(self, key: Any, graph: Callable[[], bytes], keep: bool = True) -> ort.InferenceSession:
         if self._directory is None:
-            return ort.InferenceSession(graph(), self._options(self._level), providers=self.providers)
+            return self._optimized_now(graph())
         key.update(self._runtime.encode())
         path = self._directory / f"{key.hexdigest()}.onnx"
         if path.is_file():
@@ -89,7 +89,7 @@ class OptimizedSessions:
                     os.utime(path)  # used: the last to be removed
                 return session
         if not keep:
-            return ort.InferenceSession(graph(), self._options(self._level), providers=self.providers)
+            return self._optimized_now(graph())
         return self._optimize(graph(), path)
 
     def _options(self, level: ort.GraphOptimizationLevel) -> ort.SessionOptions:
@@ -100,6 +100,10 @@ class OptimizedSessions:
         options.graph_optimization_level = level
         options.log_severity_level = 3  # warnings about unused initializers are noise for users
         return options
+
+    def _optimized_now(self, graph: bytes) -> ort.InferenceSession:
+        """A session of ``graph`` optimized in memory, nothing kept."""
+        return ort.InferenceSession(graph, self._options(self._level), providers=self.providers)
 
     def _from_kept(self, path: Path) -> ort.InferenceSession:
         level = self._level if self._above_kept else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -114,21 +118,21 @@ class OptimizedSessions:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             logger.info("optimized graphs are not kept: %s", exc)  # a read-only cache (an image)
-            return ort.InferenceSession(data, self._options(self._level), providers=self.providers)
+            return self._optimized_now(data)
         options = self._options(self._kept_level)
         options.optimized_model_filepath = str(partial)
         try:
             session = ort.InferenceSession(data, options, providers=self.providers)
         except Exception:  # the graph may not be writable (disk full...): a session is what counts
             partial.unlink(missing_ok=True)
-            return ort.InferenceSession(data, self._options(self._level), providers=self.providers)
+            return self._optimized_now(data)
         try:
             partial.replace(path)
         except OSError as exc:
             logger.warning("could not keep the optimized graph %s: %s", path, exc)
             if not self._above_kept:
                 return session
-            return ort.InferenceSession(data, self._options(self._level), providers=self.providers)
+            return self._optimized_now(data)
         _prune(path.parent)
         return self._from_kept(path) if self._above_kept else session
 
