@@ -41,6 +41,9 @@ class Settings:
     workers: int = 2  # concurrent synthesis calls; 2 x 2 threads measured best here (docs/api.md)
     threads_per_worker: int = 2  # ONNX Runtime intra-op threads of the engine
     warmup: bool = True
+    # a start with nothing measured kept (a container's) measures this machine's costs after /ping is 200,
+    # while idle; false: before, so no request meets the measurement (docs/operations.md, "Cold start")
+    measure_after_ready: bool = True
     default_voice: str = "af_heart"
     device: str | None = None  # torch engine: "cpu", "cuda", "cuda:N"; None picks CUDA when there is one
     # an engine that shares passes (torch): whole segments of all sessions share engine calls, up to this

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -160,6 +161,62 @@ def test_the_event_loop_keeps_running_while_every_worker_is_busy() -> None:
         await gate.wait_started()
         asyncio.get_running_loop().call_soon(gate.release.set)
         assert await job == "gate"
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_quiet_waits_for_a_running_job_and_then_for_the_quiet_time() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=2, max_queued=10)
+        await scheduler.quiet(0.0)  # idle from the start
+        gate = Gate()
+        job = scheduler.submit(gate, deadline=0.0, cost_s=0.1)
+        await gate.wait_started()
+        quiet = asyncio.create_task(scheduler.quiet(0.05))
+        await asyncio.sleep(0.1)  # longer than the quiet time: a job running is not quiet
+        assert not quiet.done()
+        gate.release.set()
+        await quiet
+        assert job.done()
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_quiet_starts_its_wait_again_when_a_job_comes_and_goes_within_it() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=1, max_queued=10)
+        loop = asyncio.get_running_loop()
+        quiet = asyncio.create_task(scheduler.quiet(0.2))
+        await asyncio.sleep(0.05)
+        await scheduler.submit(lambda: None, deadline=0.0, cost_s=0.1)  # in and out within the quiet time
+        submitted = loop.time()
+        await quiet
+        assert loop.time() - submitted >= 0.2  # a whole quiet time after the job, not after the first wait
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
+def test_an_exclusive_job_starts_once_nothing_runs_and_nothing_starts_beside_it() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=2, max_queued=10)
+        running, exclusive, later = Gate(), Gate(), Gate()
+        first = scheduler.submit(running, deadline=0.0, cost_s=0.1)
+        await running.wait_started()
+        measured = scheduler.submit_exclusive(exclusive, deadline=math.inf, cost_s=0.1)
+        await asyncio.sleep(0.05)
+        assert not exclusive.started.is_set()  # a worker is free, but a job runs
+        running.release.set()
+        await first
+        await exclusive.wait_started()
+        live = scheduler.submit(later, deadline=0.0, cost_s=0.1)  # due at once, yet it waits
+        await asyncio.sleep(0.05)
+        assert not later.started.is_set() and scheduler.stats.queued == 1
+        exclusive.release.set()
+        later.release.set()
+        assert await measured == await live == "gate"
         await scheduler.aclose(_WAIT_S)
 
     run(main)

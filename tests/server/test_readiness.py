@@ -19,6 +19,7 @@ from websockets.exceptions import ConnectionClosed
 from koe.app import create_app
 from koe.errors import AssetError
 from koe.pipeline.speech import Speech
+from koe.server.measurement import TIMED
 from koe.server.runtime import load_in_background
 from koe.settings import Settings
 from live_checks import close_code, wait_for
@@ -67,6 +68,49 @@ def test_a_model_already_loading_when_the_server_starts_is_the_one_it_serves() -
         body = {"text": "Hi.", "format": "pcm"}
         pcm = httpx.post(live.http_url + "/invocations", json=body, timeout=WAIT_S)
         assert pcm.status_code == 200 and len(pcm.content) == fake_speech().synthesize("Hi.").size * 2
+
+
+def _costs_measured(url: str) -> str:
+    (line,) = [line for line in httpx.get(url + "/metrics").text.splitlines() if line.startswith(_MEASURED)]
+    return line.removeprefix(_MEASURED).strip()
+
+
+_MEASURED = "koe_costs_measured "
+
+
+def test_a_first_start_is_ready_once_proven_then_measures_its_costs_while_idle_and_a_later_start_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KOE_CACHE_DIR", str(tmp_path))
+    held = threading.Event()
+    engine = FakeEngine(gate=held)  # every decode waits: readiness must need none
+    loading: Future[Speech] = Future()
+    loading.set_result(fake_speech(engine))
+    settings = Settings(host=LOOPBACK, port=0, warmup=True)
+    with run_server(create_app(settings, loading=loading), settings) as live:
+        assert _costs_measured(live.http_url) == "0.0"  # speaking from the defaults
+        wait_for(lambda: engine.calls == 1, "the first timed utterance, after readiness")
+        held.set()
+        wait_for(lambda: _costs_measured(live.http_url) == "1.0", "the costs to be measured")
+        assert engine.worked == [fake_speech().phonemize(text)[0] for text in TIMED]
+    later = FakeEngine()
+    loading = Future()
+    loading.set_result(fake_speech(later))
+    with run_server(create_app(settings, loading=loading), settings) as live:
+        assert _costs_measured(live.http_url) == "1.0" and later.calls == 0  # kept: nothing to measure
+
+
+def test_a_first_start_told_to_measure_before_ready_has_measured_when_ping_turns_200(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KOE_CACHE_DIR", str(tmp_path))
+    engine = FakeEngine()
+    loading: Future[Speech] = Future()
+    loading.set_result(fake_speech(engine))
+    settings = Settings(host=LOOPBACK, port=0, warmup=True, measure_after_ready=False)
+    with run_server(create_app(settings, loading=loading), settings) as live:
+        assert _costs_measured(live.http_url) == "1.0"
+        assert engine.worked == [fake_speech().phonemize(text)[0] for text in TIMED]
 
 
 def test_a_load_started_before_the_server_that_fails_is_reported_by_ping(tmp_path: Path) -> None:

@@ -136,8 +136,9 @@ class FakeEngine:
             for index, request in enumerate(requests)
         ]
 
-    def prepare(self, style: StyleTable) -> None:
-        """Nothing to calibrate."""
+    def prepare(self, style: StyleTable) -> bool:
+        """Nothing to calibrate or measure."""
+        return True
 
     def stream(
         self,

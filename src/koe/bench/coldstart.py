@@ -5,7 +5,8 @@ Every run is a new Python process (nothing is warm but the OS page cache, as for
 ``koe say TEXT -o FILE`` timed from spawn to exit; ``koe serve`` from spawn to the first ``/ping`` 200;
 kokoro-onnx from spawn to its WAV written, on the same int8 model and voice table, written to disk first
 (kokoro-onnx takes paths). Peak RSS is the child's ``ru_maxrss`` (say, kokoro-onnx) or ``VmHWM`` once ready
-(serve). Kinds are interleaved within each repeat so background load hits them alike.
+(serve). Kinds are interleaved within each repeat so background load hits them alike. What the first request
+after a container's start hears: :mod:`koe.bench.firstrequest`.
 
 The step profile (:func:`profile_steps`) runs ``koe say`` or ``koe serve`` in a child with timers wrapped
 around the load's known steps (:data:`STEPS`; those absent in this version are skipped), so the JSON shows
@@ -22,7 +23,6 @@ import importlib
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -30,24 +30,17 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from koe.bench.soak import free_port
+from koe.bench import firstrequest
+from koe.bench.children import THIS_KOE, Koe, python, reap, serving, torch_installed, until_ready, vm_hwm_mb
 from koe.errors import ConfigError, UpstreamError
-from koe.server.background import LOOPBACK
 
 SENTENCE = "Hello there. This is koe."
 VOICE = "af_heart"
-#: A cold ``koe serve`` on a loaded 2-core machine is ready in well under this.
-READY_TIMEOUT_S = 300.0
-_POLL_S = 0.02
-_KIB = 1024
 #: This module, as a source tree holds it: a baseline's step profile runs the baseline's copy.
 _PROFILER = Path("koe/bench/coldstart.py")
 #: Where the load's time goes: ``module:attribute`` paths timed by the step profile (missing ones skipped).
@@ -85,136 +78,30 @@ class ColdRun:
     peak_rss_mb: float
 
 
-#: The CPU image installs no torch, but a venv with the GPU extra does, and spaCy's thinc then imports it
-#: (~2.5 s here). A child started this way runs koe as that image would: torch is unimportable.
-_WITHOUT_TORCH = "import sys; sys.modules['torch'] = None; from koe.cli import main; sys.exit(main())"
-
-
-#: What an image's cache holds (the CPU image's ``koe install``), and what a baseline's held.
-_IMAGE = ("stage-cut", "calibration", "optimized", "g2p")
-_BASELINE_IMAGE = ("stage-cut", "calibration")
-
-
-def _python() -> list[str]:
-    return [sys.executable, "-X", "utf8"]
-
-
-@dataclass(frozen=True, slots=True)
-class Koe:
-    """Which koe a child runs: this one or a baseline source tree (``src``), with torch importable or not;
-    with ``first_start_in``, each child in a cache of its own made there, holding what ``koe install`` leaves
-    in an image: the voices, the stage cut's verdict and the default voice's calibration, and, for this koe,
-    the stage graphs ONNX Runtime optimized and the G2P's grown dictionaries (a baseline's image, 7d6fdd6's,
-    removed the graphs and had no dictionaries; nothing measured before, as at a container's start on the
-    CPU its image was built on)."""
-
-    src: Path | None = None
-    without_torch: bool = False
-    first_start_in: Path | None = None
-
-    def command(self) -> list[str]:
-        return [*_python(), "-c", _WITHOUT_TORCH] if self.without_torch else [*_python(), "-m", "koe.cli"]
-
-    def env(self) -> dict[str, str]:
-        env = {**os.environ, "PYTHONPATH": str(self.src)} if self.src is not None else dict(os.environ)
-        if self.first_start_in is not None:
-            from koe.engine.assets import cache_dir
-
-            fresh = Path(tempfile.mkdtemp(prefix="cache-", dir=self.first_start_in))
-            (fresh / "voices").symlink_to(cache_dir() / "voices", target_is_directory=True)
-            kept = _BASELINE_IMAGE if self.src is not None else _IMAGE
-            for name in kept:
-                if (cache_dir() / name).is_dir():
-                    shutil.copytree(cache_dir() / name, fresh / name)
-            env["KOE_CACHE_DIR"] = str(fresh)
-        return env
-
-    def kind(self, what: str) -> str:
-        prefix = "baseline_" if self.src is not None else ""
-        first = "_first_start" if self.first_start_in is not None else ""
-        return f"{prefix}{what}{first}{'_without_torch' if self.without_torch else ''}"
-
-
-def torch_installed() -> bool:
-    return importlib.util.find_spec("torch") is not None
-
-
-def _wait(process: subprocess.Popen[bytes]) -> tuple[int, float]:
-    """Reap ``process``: its exit code and its peak RSS in MB (from its own resource usage)."""
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, usage.ru_maxrss / _KIB
-
-
 def _timed_child(kind: str, command: list[str], env: dict[str, str] | None = None) -> ColdRun:
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert process.stderr is not None
     errors = process.stderr.read()  # drained while it runs, so a chatty child never blocks on the pipe
-    code, peak_mb = _wait(process)
+    code, peak_mb = reap(process)
     wall_s = time.perf_counter() - started
     if code != 0:
         raise UpstreamError(f"{kind} exited with {code}: {errors.decode(errors='replace')[-2000:]}")
     return ColdRun(kind, wall_s, peak_mb)
 
 
-def say_cold(out: Path, text: str = SENTENCE, koe: Koe = Koe()) -> ColdRun:
+def say_cold(out: Path, text: str = SENTENCE, koe: Koe = THIS_KOE) -> ColdRun:
     """``koe say TEXT -o out`` in a fresh process."""
     command = [*koe.command(), "say", text, "-v", VOICE, "-o", str(out)]
     return _timed_child(koe.kind("koe_say"), command, koe.env())
 
 
-def _vm_hwm_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / _KIB
-    raise UpstreamError(f"no VmHWM in /proc/{pid}/status")
-
-
-@contextmanager
-def _serving(
-    command: list[str], env: dict[str, str] | None = None
-) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    port = free_port()
-    process = subprocess.Popen(
-        [*command, "--host", LOOPBACK, "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield process, f"http://{LOOPBACK}:{port}"
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def _until_ready(process: subprocess.Popen[bytes], base_url: str, started: float) -> float:
-    """Poll ``/ping`` until 200; the seconds since ``started``."""
-    with httpx.Client(timeout=5.0) as client:
-        while time.perf_counter() - started < READY_TIMEOUT_S:
-            if process.poll() is not None:
-                raise UpstreamError(f"koe serve exited with {process.returncode} before it was ready")
-            try:
-                if client.get(base_url + "/ping").status_code == 200:
-                    return time.perf_counter() - started
-            except httpx.TransportError:
-                pass  # not listening yet
-            time.sleep(_POLL_S)
-    raise UpstreamError(f"koe serve was not ready within {READY_TIMEOUT_S:g} s")
-
-
-def serve_cold(koe: Koe = Koe()) -> ColdRun:
+def serve_cold(koe: Koe = THIS_KOE) -> ColdRun:
     """``koe serve`` in a fresh process, until ``/ping`` answers 200 (then stopped)."""
     started = time.perf_counter()
-    with _serving([*koe.command(), "serve"], koe.env()) as (process, url):
-        ready_s = _until_ready(process, url, started)
-        return ColdRun(koe.kind("koe_serve_ready"), ready_s, _vm_hwm_mb(process.pid))
+    with serving([*koe.command(), "serve"], koe.env()) as (process, url):
+        ready_s = until_ready(process, url, started)
+        return ColdRun(koe.kind("koe_serve_ready"), ready_s, vm_hwm_mb(process.pid))
 
 
 _KOKORO_ONNX_SPEAK = """
@@ -243,7 +130,7 @@ def prepare_kokoro_onnx(workdir: Path) -> tuple[Path, Path]:
 
 def kokoro_onnx_cold(model: Path, voices: Path, out: Path, text: str = SENTENCE) -> ColdRun:
     """kokoro-onnx's own cold load-and-speak of ``text`` (its espeak G2P, its session) in a fresh process."""
-    command = [*_python(), "-c", _KOKORO_ONNX_SPEAK, str(model), str(voices), text, VOICE, str(out)]
+    command = [*python(), "-c", _KOKORO_ONNX_SPEAK, str(model), str(voices), text, VOICE, str(out)]
     return _timed_child("kokoro_onnx_say", command)
 
 
@@ -375,25 +262,26 @@ def _profiled_main(argv: list[str], out: Path) -> int:
     return code
 
 
-def profile_steps(kind: str, workdir: Path, koe: Koe = Koe()) -> dict[str, Any]:
+def profile_steps(kind: str, workdir: Path, koe: Koe = THIS_KOE) -> dict[str, Any]:
     """The step profile of a cold ``koe say`` (``kind="say"``) or ``koe serve`` until ready (``"serve"``);
     a baseline source tree must hold this module too."""
     out = workdir / f"steps-{kind}.json"
-    child = [*_python(), "-m", "koe.bench.coldstart", "--profile", str(out), "--"]
+    child = [*python(), "-m", "koe.bench.coldstart", "--profile", str(out), "--"]
     if kind == "say":
         command = [*child, "say", SENTENCE, "-v", VOICE, "-o", str(workdir / "p.wav")]
         _timed_child(koe.kind("koe_say_profiled"), command, koe.env())
         said: dict[str, Any] = json.loads(out.read_text())
         return said
     started = time.perf_counter()
-    with _serving([*child, "serve"], koe.env()) as (process, url):
-        ready_s = _until_ready(process, url, started)
+    with serving([*child, "serve"], koe.env()) as (process, url):
+        ready_s = until_ready(process, url, started)
     served: dict[str, Any] = json.loads(out.read_text())
     return {**served, "ready_s": ready_s}
 
 
 def run(repeats: int, baseline: Path | None = None) -> dict[str, Any]:
-    """Every cold kind ``repeats`` times, then one step profile of each command (of the baseline too).
+    """Every cold kind ``repeats`` times, the first request after a first start (:mod:`firstrequest`)
+    ``repeats`` times, then one step profile of each command (of the baseline too).
 
     Raises:
         ConfigError: the baseline tree lacks this module, which its step profile runs (checked first).
@@ -409,6 +297,7 @@ def run(repeats: int, baseline: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="koe-cold-") as scratch:
         workdir = Path(scratch)
         report = summarize_cold(cold_runs(repeats, workdir, baseline=baseline))
+        report["first_requests"] = firstrequest.summarize(firstrequest.runs(repeats, workdir, baseline))
         variants = [Koe()] + ([Koe(baseline)] if baseline is not None else [])
         report["steps"] = {
             koe.kind(kind): profile_steps(kind, workdir, koe) for koe in variants for kind in ("say", "serve")

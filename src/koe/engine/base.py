@@ -117,9 +117,11 @@ class Engine(Protocol):
         when any request fails: a batch fails as a whole (callers isolate the culprit by retrying alone)."""
         ...
 
-    def prepare(self, style: StyleTable) -> None:
+    def prepare(self, style: StyleTable) -> bool:
         """Do now, blocking, the one-off work a voice needs before it streams at its best (the ONNX
-        engine's windowed-decoding calibration); otherwise it happens in the background on first use."""
+        engine's windowed-decoding calibration, otherwise made in the background on first use, and the
+        costs of its decoding steps, otherwise provisional). Returns False where the engine could not
+        measure alone (other work ran meanwhile): the costs stay provisional; ask again when it is idle."""
         ...
 
     def stream(

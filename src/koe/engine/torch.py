@@ -124,8 +124,9 @@ class TorchEngine:
     def synthesize(self, request: SynthesisRequest) -> Audio:
         return self.synthesize_batch([request])[0].audio
 
-    def prepare(self, style: StyleTable) -> None:
+    def prepare(self, style: StyleTable) -> bool:
         """Nothing to prepare: this backend decodes whole utterances."""
+        return True
 
     def stream(
         self,

@@ -124,6 +124,12 @@ class SegmentCost:
         )
         return cls(synthesis, sum(c for c, _, _ in samples) / sum(a for _, a, _ in samples))
 
+    def adopt(self, measured: SegmentCost) -> None:
+        """Take ``measured``'s cost model and speech rate in place of these (this machine's, timed after
+        its server was already speaking from the defaults), keeping this object, which every stream holds."""
+        self.synthesis = measured.synthesis
+        self._chars_per_s = measured.chars_per_s
+
     @property
     def chars_per_s(self) -> float:
         return self._chars_per_s

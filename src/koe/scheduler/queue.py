@@ -60,6 +60,7 @@ class _Job(Generic[T]):
     group: BatchGroup[Any, T] | None = field(default=None, compare=False)
     item: Any = field(default=None, compare=False)
     hold_until: float | None = field(default=None, compare=False)
+    exclusive: bool = field(default=False, compare=False)
 
 
 class Scheduler:
@@ -100,6 +101,10 @@ class Scheduler:
         self._wake: asyncio.TimerHandle | None = None
         self._closed = False
         self._completed = self._failed = self._dropped = self._discarded = self._refused = 0
+        self._started = 0  # calls handed to a worker: plain jobs, preparations and batch calls
+        self._exclusive: asyncio.Future[Any] | None = None  # the exclusive job running, if one is
+        self._idle = asyncio.Event()  # nothing queued or running
+        self._idle.set()
 
     @property
     def stats(self) -> SchedulerStats:
@@ -112,6 +117,15 @@ class Scheduler:
             discarded=self._discarded,
             refused=self._refused,
         )
+
+    async def quiet(self, quiet_s: float) -> None:
+        """Return once nothing has been queued or running for ``quiet_s`` seconds. Cancelling is safe."""
+        while True:
+            await self._idle.wait()
+            started = self._started
+            await asyncio.sleep(quiet_s)
+            if self._idle.is_set() and self._started == started:
+                return
 
     def retry_after_s(self) -> float:
         """How long the queued work should take to drain: the hint sent with a refusal."""
@@ -155,6 +169,11 @@ class Scheduler:
         """
         return self._enqueue(work, None, None, deadline, cost_s, admit)
 
+    def submit_exclusive(self, work: Callable[[], T], *, deadline: float, cost_s: float) -> asyncio.Future[T]:
+        """Like :meth:`submit`, for work that must run with no other job beside it (a measurement of the
+        machine's speed): it starts once nothing runs, and nothing starts while it runs."""
+        return self._enqueue(work, None, None, deadline, cost_s, False, exclusive=True)
+
     def submit_batched(
         self, item: I, group: BatchGroup[I, T], *, deadline: float, cost_s: float, admit: bool = False
     ) -> asyncio.Future[T]:
@@ -171,6 +190,7 @@ class Scheduler:
         deadline: float,
         cost_s: float,
         admit: bool,
+        exclusive: bool = False,
     ) -> asyncio.Future[T]:
         if admit:
             self.admit()
@@ -180,7 +200,14 @@ class Scheduler:
             )
         loop = asyncio.get_running_loop()
         job: _Job[T] = _Job(
-            deadline, next(self._seq), work, cost_s, loop.create_future(), group=group, item=item
+            deadline,
+            next(self._seq),
+            work,
+            cost_s,
+            loop.create_future(),
+            group=group,
+            item=item,
+            exclusive=exclusive,
         )
         self._push(job)
         job.future.add_done_callback(lambda _: self._forget(job))
@@ -192,6 +219,7 @@ class Scheduler:
         job.queued = True
         self._queued += 1
         self._queued_cost_s += job.cost_s
+        self._idle.clear()
 
     def _forget(self, job: _Job[Any]) -> None:
         """A queued job's caller cancelled it: stop counting it now, drop it from the heap lazily."""
@@ -203,16 +231,24 @@ class Scheduler:
         job.queued = False
         self._queued -= 1
         self._queued_cost_s = max(0.0, self._queued_cost_s - job.cost_s)
+        self._note_idle()
+
+    def _note_idle(self) -> None:
+        if not self._queued and not self._running:
+            self._idle.set()
 
     def _dispatch(self) -> None:
         """Start what can start, earliest deadline first: plain jobs and preparations on any free worker,
         a batch group's call when the group has none running (and its hold, if any, is over)."""
         waiting: list[_Job[Any]] = []  # prepared jobs whose group has a call running, or is held
         held: set[BatchGroup[Any, Any]] = set()
-        while self._heap and len(self._running) < self.workers:
+        while self._heap and len(self._running) < self.workers and self._exclusive is None:
             job = heapq.heappop(self._heap)
             if job.future.done():
                 continue  # cancelled while queued, already counted as dropped
+            if job.exclusive and self._running:
+                waiting.append(job)  # until the running ones end; what is due sooner still starts
+                continue
             if job.work is not None:
                 self._start(job)
                 continue
@@ -268,6 +304,10 @@ class Scheduler:
         self._unqueue(job)
         running = asyncio.get_running_loop().run_in_executor(self._executor, job.work)
         self._running[running] = 1
+        if job.exclusive:
+            self._exclusive = running
+        self._started += 1
+        self._idle.clear()
         running.add_done_callback(partial(self._finished, job))
 
     def _start_call(self, group: BatchGroup[Any, Any], members: list[_Job[Any]]) -> None:
@@ -280,6 +320,8 @@ class Scheduler:
             self._executor, self._call, group, items, futures
         )
         self._running[running] = len(members)
+        self._started += 1
+        self._idle.clear()
         running.add_done_callback(partial(self._call_finished, group, members))
 
     def _call(
@@ -297,6 +339,9 @@ class Scheduler:
 
     def _finished(self, job: _Job[Any], done: asyncio.Future[Any]) -> None:
         self._running.pop(done, None)
+        if self._exclusive is done:
+            self._exclusive = None
+        self._note_idle()
         if done.cancelled():  # the executor shut down before the job started
             job.future.cancel()
             return
@@ -313,6 +358,7 @@ class Scheduler:
         self, group: BatchGroup[Any, Any], members: list[_Job[Any]], done: asyncio.Future[Any]
     ) -> None:
         self._running.pop(done, None)
+        self._note_idle()
         self._busy.discard(group)
         if done.cancelled():
             for member in members:

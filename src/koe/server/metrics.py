@@ -120,6 +120,11 @@ class Metrics:
             buckets=_CALL_BUCKETS_S,
             registry=r,
         )
+        self.costs_measured = Gauge(
+            "koe_costs_measured",
+            "1 once the scheduler and the engine plan with this machine's measured costs, 0 on defaults",
+            registry=r,
+        )
         r.register(_SchedulerCollector(scheduler_stats))
         r.register(_CacheCollector(cache_stats))
 

@@ -1,9 +1,10 @@
 """What every route shares: settings, metrics, admission, and the loaded :class:`Synthesizer`.
 
 The model loads in a worker thread after the server starts listening, so ``/ping`` can answer 503 while it
-loads and 200 once it is loaded *and* warmed up (SageMaker sends traffic only after a 200; the warm-up:
-:mod:`koe.server.warmup`). Pre-warming the
-segment cache (``KOE_PRECACHE``) starts only after that, in the background (:mod:`koe.pipeline.precache`).
+loads and 200 once it is loaded *and* proven (SageMaker sends traffic only after a 200; the warm-up:
+:mod:`koe.server.warmup`). What only makes it faster starts after that, in the background: measuring this
+machine's costs where no earlier start kept them (:mod:`koe.server.measurement`), and pre-warming the
+segment cache (``KOE_PRECACHE``, :mod:`koe.pipeline.precache`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from koe.pipeline.synthesizer import Synthesizer
 from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
+from koe.server.measurement import TIMED, CostMeasurement
 from koe.server.metrics import Metrics
 from koe.server.voices import openai_voices
-from koe.server.warmup import TIMED, prove_engine, warm_up
+from koe.server.warmup import prove, prove_engine
 from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -87,7 +89,9 @@ class Runtime:
         self._synthesizer: Synthesizer | None = None
         self.load_error: str | None = None
         self._loading: asyncio.Task[None] | None = None
-        self._precaching: asyncio.Task[None] | None = None
+        #: measuring this machine's costs after the server is ready, where nothing kept them
+        self._measurement: tuple[CostMeasurement, SegmentCost, bool] | None = None
+        self._background: list[asyncio.Task[None]] = []
         self._open = {"ws": 0, "http": 0}
         self._closing = False
 
@@ -116,8 +120,25 @@ class Runtime:
             # what clients are told: the kind of failure only (the message holds paths; the log has it)
             self.load_error = f"loading the model failed ({type(exc).__name__}); the server's log says why"
             return
-        if self._openers and not self._closing:
-            self._precaching = asyncio.create_task(self._precache(self._synthesizer), name="koe-precache")
+        if self._closing:
+            return
+        if self._measurement is not None:
+            measuring = asyncio.create_task(self._measure(*self._measurement), name="koe-measure")
+            self._background.append(measuring)
+        if self._openers:
+            self._background.append(
+                asyncio.create_task(self._precache(self._synthesizer), name="koe-precache")
+            )
+
+    async def _measure(self, measurement: CostMeasurement, cost: SegmentCost, time_utterances: bool) -> None:
+        try:
+            measured = await measurement.when_idle(
+                self.scheduler, cost, lambda: not any(self._open.values()), time_utterances=time_utterances
+            )
+        except Exception:  # the costs are an optimization: a failure is logged, the server serves on
+            logger.exception("measuring this machine's costs failed; the server speaks on from its defaults")
+            return
+        self.metrics.costs_measured.set(measured)
 
     async def _precache(self, synthesizer: Synthesizer) -> None:
         try:
@@ -138,6 +159,7 @@ class Runtime:
                 "windowed decoding: the %s engine cannot window; segments decode whole", speech.engine.name
             )
         cost = self._warm_up(speech) if self.settings.warmup else SegmentCost()
+        self.metrics.costs_measured.set(self.settings.warmup and self._measurement is None)
         logger.info(
             "ready in %.1f s (%s): %s", time.perf_counter() - started, speech.engine.description, cost
         )
@@ -165,19 +187,30 @@ class Runtime:
         return segment_batches(speech.engine, size)
 
     def _warm_up(self, speech: Speech) -> SegmentCost:
-        """A model this server loaded itself is timed as before on this machine where it was; one handed in
-        (tests, benchmarks in process) is timed afresh: its identity may not name all that sets its speed."""
-        measured = None
-        if self._given is None:
-            key = {
-                "what": "segment costs", "texts": list(TIMED), "speech": speech.identity,
-                "engine": speech.engine.description,
-            }  # fmt: skip
-            measured = Measured(cache_dir() / MEASURED_DIR, {**key, "voice": self.settings.default_voice})
+        """Prove the text path; the costs to start from. A model handed in (tests, benchmarks in process) is
+        measured afresh before the server is ready: its identity may not name all that sets its speed. A
+        model this server loaded itself starts from what an earlier start on this machine measured, and
+        where none did, from the defaults, measured once the server is ready (:attr:`_measurement`), or
+        now, without ``measure_after_ready``."""
+        voice = self.settings.default_voice
         windowed = self.settings.windowed or self.settings.windowed_first
         # a model this server loaded had its engine proven beside the G2P's build (load_proven)
-        proven = self._given is None
-        return warm_up(speech, self.settings.default_voice, windowed, measured, engine_proven=proven)
+        prove(speech, voice, engine_proven=self._given is None)
+        if self._given is not None:
+            return CostMeasurement(speech, voice, windowed, None).now()
+        key = {
+            "what": "segment costs", "texts": list(TIMED), "speech": speech.identity,
+            "engine": speech.engine.description, "voice": voice,
+        }  # fmt: skip
+        measurement = CostMeasurement(speech, voice, windowed, Measured(cache_dir() / MEASURED_DIR, key))
+        kept = measurement.kept()
+        if kept is not None and measurement.prepare():  # a later start: nothing to measure
+            return kept
+        if not self.settings.measure_after_ready:
+            return measurement.now()
+        cost = kept or SegmentCost()
+        self._measurement = (measurement, cost, kept is None)
+        return cost
 
     def synthesizer(self) -> Synthesizer:
         """The loaded model, or an ``OverloadedError`` (``not_ready`` / ``shutting_down``) to send back."""
@@ -222,6 +255,6 @@ class Runtime:
         self._closing = True
         if self._loading is not None and not self._loading.done():
             self._loading.cancel()  # the load thread finishes on its own; its result is dropped
-        if self._precaching is not None:
-            self._precaching.cancel()
+        for task in self._background:
+            task.cancel()
         await self.scheduler.aclose(self.settings.shutdown_grace_s)

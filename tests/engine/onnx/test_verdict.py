@@ -136,9 +136,9 @@ def test_the_cut_is_proven_once_per_model_and_the_next_load_runs_no_probe_and_no
     assert np.array_equal(streamed, second.synthesize(request))  # the whole graph, built now, agrees
     long_enough = SynthesisRequest(f"{stages.PROBE_PHONEMES} {stages.PROBE_PHONEMES}", request.style)
     drain(second.stream(long_enough))
-    second.streaming.costs.window  # noqa: B018  # fitted now, on that whole decode
+    assert second.streaming.costs.measure()  # measured now, on that whole decode
     assert proofs == {"probe": 1, "proof": 1}  # no probe decoded for them
-    decoder.DecodeCosts(second.streaming.stages, None, request.style[0]).window  # noqa: B018  # fitted now
+    assert decoder.DecodeCosts(second.streaming.stages, None, request.style[0]).measure()
     assert proofs == {"probe": 2, "proof": 1}  # offered nothing, the costs decode the probe when asked
     del second
 

@@ -61,14 +61,22 @@ logger = logging.getLogger(__name__)
 
 #: Input frames of the two windows timed to fit the cost model.
 _COST_PROBE_FRAMES = (16, 44)
+#: The step costs a stream plans with until this machine's are measured (:meth:`DecodeCosts.measure`):
+#: a window's fixed seconds and seconds per input frame, stage A's seconds per token, as ``koe serve``
+#: measured them after ready on the 2-core development machine (an Intel Xeon; medians of 5 first starts:
+#: 39–86 ms, 5.6–10.9 ms/frame, 2.6–4.6 ms/token; one-off, 2026-12-02). Every window decoded corrects
+#: their scale (:meth:`LinearCost.observe`).
+PROVISIONAL_WINDOW_S = (0.052, 0.0067)
+PROVISIONAL_FRONT_S_PER_TOKEN = 0.0033
+
+_Fitted = tuple[LinearCost, float]  # the window's cost model, stage A's seconds per token
 
 
 class DecodeCosts:
     """Stage A's seconds per token and the vocoder window's cost model: as ``measured`` kept them from an
-    earlier start on this machine, else timed the first time a windowed stream (or
-    :meth:`OnnxEngine.prepare`) needs them — about a second, once, on the probe's A→B decode where the load
-    proved the cut, else on the first whole decode long enough that was :meth:`offer`-ed (a server's
-    warm-up), else on the probe decoded then — and kept there. Thread-safe."""
+    earlier start on this machine, or as :meth:`measure` timed them, else provisional
+    (:data:`PROVISIONAL_WINDOW_S`): reading them never runs anything, so no stream waits for a measurement.
+    Thread-safe."""
 
     def __init__(
         self, stages: Stages, probe: Probe | None, style_row: FloatArray, measured: Measured | None = None
@@ -78,34 +86,71 @@ class DecodeCosts:
         self._measured = measured
         #: the whole decode windows are timed on: its front, style row and statistics
         self._sample = None if probe is None else (probe.front, style_row, probe.statistics)
-        self._fitted: tuple[LinearCost, float] | None = None
+        self._fitted: _Fitted | None = None
+        self._looked_up = False  # whether ``measured`` was read
+        self._provisional: _Fitted = (LinearCost(*PROVISIONAL_WINDOW_S), PROVISIONAL_FRONT_S_PER_TOKEN)
         self._lock = threading.Lock()
+        self._measuring = threading.Lock()
 
     @property
     def window(self) -> LinearCost:
-        return self._fit()[0]
+        return self._current()[0]
 
     @property
     def front_s_per_token(self) -> float:
-        return self._fit()[1]
+        return self._current()[1]
+
+    @property
+    def provisional(self) -> bool:
+        """Whether the costs are not yet this machine's."""
+        with self._lock:
+            return self._fitted_locked() is None
 
     def offer(self, front: Front, style_row: FloatArray, statistics: Statistics) -> None:
-        """A whole decode the windows may be timed on, so that fitting them needs no probe decode of its
+        """A whole decode the windows may be timed on, so that :meth:`measure` needs no probe decode of its
         own; kept if none is yet and it is as long as the longest timed window."""
-        if self._sample is not None or self._fitted is not None or front.frames < _COST_PROBE_FRAMES[-1]:
-            return
+        if front.frames < _COST_PROBE_FRAMES[-1] or self._sample is not None or self._fitted is not None:
+            return  # read without the lock: this runs after every whole decode
         with self._lock:
             if self._sample is None and self._fitted is None:
                 self._sample = (front, style_row, statistics)
 
-    def _fit(self) -> tuple[LinearCost, float]:
-        with self._lock:
-            if self._fitted is None:
-                self._fitted = self._remembered() or self._measure()
-                self._sample = None  # timed: its tensors are not needed any more
-            return self._fitted
+    def measure(self) -> bool:
+        """Time the costs now unless they were kept or timed before — about half a second, on the decode
+        offered, else on the probe (decoded now where the load did not) — and adopt and keep them only if
+        nothing else ran on the stages meanwhile: a busy machine would make them look dearer than they are.
+        Returns whether the costs are this machine's now."""
+        with self._measuring:
+            with self._lock:
+                if self._fitted_locked() is not None:
+                    return True
+                sample = self._sample
+            timed = self._time(sample)
+            if timed is None:
+                logger.info("window costs not measured: other work ran on the engine meanwhile")
+                return False
+            with self._lock:
+                self._fitted, self._sample = timed, None  # timed: its tensors are not needed any more
+            cost, front_s_per_token = timed
+            if self._measured is not None:
+                kept = {"fixed_s": cost.fixed_s, "per_frame_s": cost.per_unit_s}
+                self._measured.write({**kept, "front_s_per_token": front_s_per_token})
+            return True
 
-    def _remembered(self) -> tuple[LinearCost, float] | None:
+    def _current(self) -> _Fitted:
+        with self._lock:
+            return self._fitted_locked() or self._provisional
+
+    def _fitted_locked(self) -> _Fitted | None:
+        """The costs kept or timed (``measured`` read once, on first need); the caller holds the lock."""
+        if self._fitted is None and not self._looked_up:
+            self._looked_up = True
+            self._fitted = self._remembered()
+            if self._fitted is not None:
+                self._sample = None
+        return self._fitted
+
+    def _remembered(self) -> _Fitted | None:
         values = self._measured.read() if self._measured is not None else None
         if values is None:
             return None
@@ -120,11 +165,14 @@ class DecodeCosts:
         logger.info("window costs as measured before on this machine: %r", cost)
         return cost, front_s_per_token
 
-    def _measure(self) -> tuple[LinearCost, float]:
-        if self._sample is None:
+    def _time(self, sample: tuple[Front, FloatArray, Statistics] | None) -> _Fitted | None:
+        """The costs timed now, or ``None`` where another run began or was running meanwhile."""
+        begun, running = self._stages.runs()
+        own = 0
+        if sample is None:
             probe = run_probe(self._stages, self._style_row)
-            self._sample = (probe.front, self._style_row, probe.statistics)
-        front, row, statistics = self._sample
+            sample, own = (probe.front, self._style_row, probe.statistics), 2
+        front, row, statistics = sample
         ids = tokenize(PROBE)
         started = time.perf_counter()
         self._stages.run_front(ids, row, 1.0)
@@ -135,14 +183,14 @@ class DecodeCosts:
             started = time.perf_counter()
             self._stages.decode_window(front, row, statistics, 0, end)
             samples.append((float(end), time.perf_counter() - started))
+        own += 1 + len(_COST_PROBE_FRAMES)
+        if running or self._stages.runs()[0] - begun != own:
+            return None
         cost = LinearCost.fit(samples)
         logger.info(
             "window cost %.0f ms + %.1f ms/frame, front %.1f ms/token",
             cost.fixed_s * 1e3, cost.per_unit_s * 1e3, front_s_per_token * 1e3,
         )  # fmt: skip
-        if self._measured is not None:
-            kept = {"fixed_s": cost.fixed_s, "per_frame_s": cost.per_unit_s}
-            self._measured.write({**kept, "front_s_per_token": front_s_per_token})
         return cost, front_s_per_token
 
 

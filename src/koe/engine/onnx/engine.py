@@ -166,12 +166,14 @@ class OnnxEngine:
             return np.zeros(0, dtype=np.float32)
         return self._decode(ids, request.style[len(ids) - 1], request.speed)
 
-    def prepare(self, style: StyleTable) -> None:
-        """Calibrate ``style`` for windowed decoding now (seconds of CPU, then cached on disk), and time the
-        decoding steps if no windowed stream has yet."""
-        if self.streaming is not None:
-            self.streaming.calibration.calibrate(style)
-            self.streaming.costs.window  # noqa: B018  # fitted on first read
+    def prepare(self, style: StyleTable) -> bool:
+        """Calibrate ``style`` for windowed decoding now (seconds of CPU, then cached on disk), and measure
+        the decoding steps' costs unless an earlier start kept them (:meth:`DecodeCosts.measure`): False
+        when other work ran on the engine meanwhile, so the costs stay provisional (ask again when idle)."""
+        if self.streaming is None:
+            return True
+        self.streaming.calibration.calibrate(style)
+        return self.streaming.costs.measure()
 
     def stream(
         self,

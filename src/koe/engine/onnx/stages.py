@@ -19,6 +19,7 @@ the proof.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
@@ -101,6 +102,9 @@ class Stages:
         self._token_input = token_input
         self.statistic_names = statistic_names
         self.norms = norms
+        self._runs_lock = threading.Lock()
+        self._runs_begun = 0
+        self._runs_running = 0
         shapes = {value.name: value.shape for value in frozen.get_inputs()}
         #: channels of each statistic (``[1, C, 1]``), ``None`` where the graph leaves it symbolic
         self.channels = tuple(
@@ -158,14 +162,25 @@ class Stages:
         (audio,) = self._run(self._frozen, feeds, [_AUDIO])
         return audio.reshape(-1)
 
-    @staticmethod
+    def runs(self) -> tuple[int, int]:
+        """Runs begun so far and runs in progress, on any thread: a measurement of these stages' speed
+        ran alone if none was in progress when it began and only its own began until it ended."""
+        with self._runs_lock:
+            return self._runs_begun, self._runs_running
+
     def _run(
-        session: ort.InferenceSession, feeds: Mapping[str, npt.NDArray[np.generic]], outputs: list[str]
+        self, session: ort.InferenceSession, feeds: Mapping[str, npt.NDArray[np.generic]], outputs: list[str]
     ) -> list[FloatArray]:
+        with self._runs_lock:
+            self._runs_begun += 1
+            self._runs_running += 1
         try:
             result: list[FloatArray] = session.run(outputs, feeds)
         except Exception as exc:  # onnxruntime's errors are untyped
             raise SynthesisError(f"stage inference failed: {exc}") from exc
+        finally:
+            with self._runs_lock:
+                self._runs_running -= 1
         return result
 
 
