@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from koe.bench import firstrequest
 from koe.bench.children import Koe
 from koe.bench.coldstart import TARGET_RATIO, ColdRun, _StepTimer, run, summarize_cold, table, targets
+from koe.bench.firstrequest import FirstRequest
 from koe.errors import ConfigError
 
 
@@ -102,3 +104,26 @@ def test_the_step_timer_wraps_functions_and_classmethods_and_skips_what_is_missi
     assert module.build(2) == 4 and _Loader.load(3) == 3  # type: ignore[attr-defined]
     assert [call["step"] for call in timer.calls] == ["koe_fake_steps:build", "koe_fake_steps:Loader.load"]
     assert all(call["wall_s"] >= 0 and call["thread"] == "MainThread" for call in timer.calls)
+
+
+def test_the_first_requests_summary_takes_medians_and_counts_every_gap() -> None:
+    kind = "koe_serve_request_3s_after_ready_first_start_without_torch"
+    runs = [
+        FirstRequest(kind, 2.0, 0.5, 0, 0.0),
+        FirstRequest(kind, 3.0, 1.7, 2, 0.12),
+        FirstRequest(kind, 2.5, 0.6, 1, 0.05),
+    ]
+    summary = firstrequest.summarize({kind: runs})[kind]
+    assert (summary["ready_s"], summary["first_speech_s"]) == (2.5, 0.6)
+    assert (summary["gap_count"], summary["max_gap_s"]) == (3, 0.12) and len(summary["runs"]) == 3
+
+
+def test_the_first_request_is_asked_of_this_koe_and_the_baseline_at_ready_and_while_measuring(
+    tmp_path: Path,
+) -> None:
+    variants = list(firstrequest._variants(tmp_path, Path("/old/src")))
+    assert [(koe.src, after_s) for koe, after_s in variants] == [
+        (None, firstrequest.AT_READY_S), (None, firstrequest.LATER_S),
+        (Path("/old/src"), firstrequest.AT_READY_S), (Path("/old/src"), firstrequest.LATER_S),
+    ]  # fmt: skip
+    assert all(koe.first_start_in == tmp_path and koe.without_torch for koe, _ in variants)
