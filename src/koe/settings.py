@@ -42,7 +42,7 @@ class Settings:
     threads_per_worker: int = 2  # ONNX Runtime intra-op threads of the engine
     warmup: bool = True
     # a start with nothing measured kept (a container's) measures this machine's costs after /ping is 200,
-    # while idle; false: before, so no request meets the measurement (docs/operations.md, "Cold start")
+    # while idle, giving way to any request; false: before the 200 (docs/operations.md, "Cold start")
     measure_after_ready: bool = True
     default_voice: str = "af_heart"
     device: str | None = None  # torch engine: "cpu", "cuda", "cuda:N"; None picks CUDA when there is one

@@ -222,6 +222,27 @@ def test_an_exclusive_job_starts_once_nothing_runs_and_nothing_starts_beside_it(
     run(main)
 
 
+def test_an_exclusive_job_is_interrupted_once_when_another_job_comes_and_then_that_job_runs() -> None:
+    async def main() -> None:
+        scheduler = Scheduler(workers=2, max_queued=10)
+        measuring, interrupts = Gate(), []
+        exclusive = scheduler.submit_exclusive(
+            measuring,
+            deadline=math.inf,
+            cost_s=0.1,
+            interrupt=lambda: (interrupts.append(1), measuring.release.set()),
+        )
+        await measuring.wait_started()
+        assert interrupts == []
+        first = scheduler.submit(lambda: "live", deadline=0.0, cost_s=0.1)
+        second = scheduler.submit(lambda: "live too", deadline=0.0, cost_s=0.1)
+        assert interrupts == [1]  # at once, on the loop, and once
+        assert (await exclusive, await first, await second) == ("gate", "live", "live too")
+        await scheduler.aclose(_WAIT_S)
+
+    run(main)
+
+
 def test_close_cancels_queued_jobs_refuses_new_ones_and_is_idempotent() -> None:
     async def main() -> None:
         scheduler = Scheduler(workers=1, max_queued=10)

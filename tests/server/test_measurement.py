@@ -34,11 +34,11 @@ class _Preparing(FakeEngine):
         self.alone = list(alone)
         self.entered = threading.Event()
 
-    def work(self, request: SynthesisRequest) -> None:
+    def work(self, request: SynthesisRequest, cancel: threading.Event | None = None) -> bool:
         self.entered.set()
-        super().work(request)
+        return super().work(request, cancel)
 
-    def prepare(self, style: StyleTable) -> bool:
+    def prepare(self, style: StyleTable, cancel: threading.Event | None = None) -> bool:
         self.worked.append("prepare")
         return self.alone.pop(0) if self.alone else True
 
@@ -112,7 +112,8 @@ def _run_when_idle(
     engine: _Preparing, cost: SegmentCost, measured: Measured | None, live: bool = False
 ) -> bool:
     """``when_idle`` on a real scheduler of two workers; with ``live``, a live job comes while the first
-    timed utterance is held, and must not start until it has finished."""
+    timed utterance is held, which stops that part's decode at once (the fake engine, like the real one,
+    ends a run when its Cancel is set) and runs before the held decode could have ended."""
 
     async def main() -> bool:
         scheduler = Scheduler(workers=2, max_queued=10)
@@ -122,13 +123,11 @@ def _run_when_idle(
         if live:
             assert engine.gate is not None
             assert await asyncio.to_thread(engine.entered.wait, _WAIT_S)  # the first utterance is held
-            ran: list[int] = []
-            job = scheduler.submit(lambda: ran.append(engine.calls), deadline=0.0, cost_s=0.1)
-            await asyncio.sleep(0.05)
-            assert not ran and scheduler.stats.queued == 1  # a worker is free, but the part runs alone
+            job = scheduler.submit(lambda: "a live turn's segment", deadline=0.0, cost_s=0.1)
+            async with asyncio.timeout(_WAIT_S):  # it stops the part at once: the part's gate stays shut
+                assert await job == "a live turn's segment"
+            assert engine.stopped == 1
             engine.gate.set()
-            await job
-            assert ran == [1]  # after the held utterance, before the next part
         async with asyncio.timeout(30):
             outcome = await measuring
         await scheduler.aclose(_WAIT_S)
@@ -149,12 +148,16 @@ def test_when_idle_times_the_utterances_as_the_last_jobs_adopts_their_fit_and_ke
     assert kept is not None and _fitted(cost) == _fitted(kept) != _fitted(SegmentCost())
 
 
-def test_a_live_job_that_comes_while_a_part_runs_waits_for_it_and_nothing_is_measured_again(
+def test_a_live_job_that_comes_while_a_part_runs_stops_it_and_the_part_is_measured_again_when_idle(
     tmp_path: Path,
 ) -> None:
     engine = _Preparing(gate=threading.Event())
-    assert _run_when_idle(engine, SegmentCost(), Measured(tmp_path, KEY), live=True)
-    assert engine.worked == [_phonemes(PROOF), _phonemes(TIMING), "prepare"]
+    cost = SegmentCost()
+    measured = Measured(tmp_path, KEY)
+    assert _run_when_idle(engine, cost, measured, live=True)
+    assert engine.worked == [_phonemes(PROOF), _phonemes(PROOF), _phonemes(TIMING), "prepare"]
+    kept = _measurement(FakeEngine(), measured).kept()
+    assert kept is not None and _fitted(cost) == _fitted(kept)  # the stopped part's timing was not used
 
 
 def test_an_engine_that_never_measures_alone_is_asked_again_then_left_with_provisional_step_costs() -> None:

@@ -160,9 +160,9 @@ class Recording(FakeEngine):
         super().__init__(gate=gate)
         self.order: list[str] = []
 
-    def work(self, request: SynthesisRequest) -> None:
+    def work(self, request: SynthesisRequest, cancel: threading.Event | None = None) -> bool:
         self.order.append(request.phonemes)
-        super().work(request)
+        return super().work(request, cancel)
 
 
 def test_pre_warming_starts_after_ping_is_200_and_yields_to_live_turns(serve_fake: ServerFactory) -> None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from live_checks import wait_for
 from live_server import LiveServer, ServerFactory
 from support import Transcriber, words
 from support.fake import FakeEngine
@@ -159,6 +161,36 @@ def test_cancel_stops_the_turn_at_once_and_the_next_turn_works(fake_server: Live
         assert {m["turn"] for m in messages(after)} == {1}
 
     run(main)
+
+
+def test_a_cancel_stops_the_engines_decode_in_progress_without_waiting_for_it(
+    serve_fake: ServerFactory,
+) -> None:
+    """The segment's decode is held until its gate opens, which never happens: only the turn's cancel
+    reaching the engine's run in progress can end it (a held worker would keep the next turn waiting)."""
+    gate = threading.Event()
+    engine = FakeEngine(gate=gate)
+
+    async def main(live: LiveServer) -> list[Event]:
+        async with connect(live.ws_url + "/v1/stream") as ws:
+            await send(ws, {"type": "append", "text": "This is held in the engine."})
+            await send(ws, {"type": "flush"})
+            await asyncio.to_thread(_until, lambda: engine.calls == 1)  # its first audio is held
+            await send(ws, {"type": "cancel"})
+            await until(ws, of_type("cancelled"))
+            await asyncio.to_thread(_until, lambda: engine.stopped == 1)
+            gate.set()  # the next turn speaks
+            await send(ws, {"type": "append", "text": "Okay."})
+            await send(ws, {"type": "flush"})
+            return await until(ws, of_type("flushed"))
+
+    with serve_fake(engine=engine, workers=1) as live:
+        after = run(lambda: main(live))
+    assert shape(after)[-1] == "flushed" and engine.stopped == 1
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    wait_for(condition, "the engine's call")
 
 
 def test_cancel_replies_even_with_nothing_to_cancel_and_each_reply_ends_a_turn(

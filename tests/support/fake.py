@@ -21,6 +21,7 @@ import numpy as np
 from koe.engine.base import (
     AudioChunk,
     BufferedAudio,
+    Cancel,
     CancelCheck,
     Capabilities,
     StreamEvent,
@@ -108,6 +109,7 @@ class FakeEngine:
         self.gate = gate
         self.gate_after = gate_after
         self.calls = 0
+        self.stopped = 0  # held calls a Cancel stopped before the gate opened
         self.worked: list[str] = []  # the phonemes of each call, in order
         self._lock = threading.Lock()
 
@@ -136,7 +138,7 @@ class FakeEngine:
             for index, request in enumerate(requests)
         ]
 
-    def prepare(self, style: StyleTable) -> bool:
+    def prepare(self, style: StyleTable, cancel: threading.Event | None = None) -> bool:
         """Nothing to calibrate or measure."""
         return True
 
@@ -151,18 +153,27 @@ class FakeEngine:
         tokenize(request.phonemes)  # an over-long utterance fails now, as the real engines do
         return FakeStream(self, request, windowed and self.capabilities.windowed, buffered_s, cancel)
 
-    def work(self, request: SynthesisRequest) -> None:
-        """One engine call's cost: counted, failing, held or slowed as scripted."""
+    def work(self, request: SynthesisRequest, cancel: threading.Event | None = None) -> bool:
+        """One engine call's cost: counted, failing, held or slowed as scripted. A held call ends when a
+        :class:`Cancel` is set, as the real engine's run in progress does: then it returns True."""
         with self._lock:
             self.calls += 1
             self.worked.append(request.phonemes)
             call = self.calls
         if FAIL_WORD in request.phonemes:
             raise SynthesisError(f"the fake engine was told to fail on {FAIL_WORD!r}")
-        if self.gate is not None and call > self.gate_after and not self.gate.wait(30):
-            raise TimeoutError("the fake engine's gate was never opened")
+        if self.gate is not None and call > self.gate_after:
+            deadline = time.monotonic() + 30
+            while not self.gate.wait(0.01):
+                if isinstance(cancel, Cancel) and cancel.is_set():
+                    with self._lock:
+                        self.stopped += 1
+                    return True
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the fake engine's gate was never opened")
         if self.delay_s:
             time.sleep(self.delay_s)
+        return False
 
     def audio(self, request: SynthesisRequest, ids: list[int], start: int, end: int) -> Audio:
         """Frames ``[start, end)`` of the utterance: silence on the pads, one tone per token."""
@@ -214,7 +225,8 @@ class FakeStream(Iterator[StreamEvent]):
             self._buffered_s()  # read as the real decoder does (from a worker thread)
         windows = self._windowed and self._frames >= MIN_WINDOWED_FRAMES
         end = min(self._frames, self._position + WINDOW_FRAMES) if windows else self._frames
-        self._engine.work(self._request)
+        if self._engine.work(self._request, self._cancel):
+            raise StopIteration  # stopped in its run by the cancel
         audio = self._engine.audio(self._request, self._ids, self._position, end)
         chunk = AudioChunk(audio, self._position * FRAME_SAMPLES)
         self._position = end

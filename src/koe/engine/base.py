@@ -21,6 +21,32 @@ from koe.types import Audio, StyleTable
 BufferedAudio = Callable[[], float]
 
 
+class Cancel(threading.Event):
+    """A cancel flag that also stops the engine run in progress, where the backend can (ONNX Runtime's
+    terminate flag): a cancelled decode frees the cores within a node of the graph, not at its end. A plain
+    ``threading.Event`` still cancels, between steps. Thread-safe."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stops: list[Callable[[], None]] = []
+        self._stops_lock = threading.Lock()
+
+    def set(self) -> None:
+        with self._stops_lock:
+            super().set()
+            stops, self._stops = self._stops, []
+        for stop in stops:
+            stop()
+
+    def on_set(self, stop: Callable[[], None]) -> None:
+        """Call ``stop`` once this is set: at once if it is."""
+        with self._stops_lock:
+            if not self.is_set():
+                self._stops.append(stop)
+                return
+        stop()
+
+
 @dataclass(frozen=True, slots=True)
 class SynthesisRequest:
     """One utterance for the engine; ``phonemes`` holds at most ``vocab.MAX_PHONEME_TOKENS`` symbols."""
@@ -78,8 +104,9 @@ StreamEvent = SegmentTiming | AudioChunk
 class UtteranceStream(Protocol):
     """One utterance in progress: each ``next()`` does one bounded piece of work and returns its event —
     the timing first (where the backend has it), then audio chunks that concatenate to the utterance.
-    Setting the stream's cancel event ends it before its next step. ``next()`` may be called from any
-    thread, but not concurrently."""
+    Setting the stream's cancel event ends it before its next step, and a :class:`Cancel` stops the step in
+    progress too where the backend can (``next()`` then raises ``StopIteration``). ``next()`` may be called
+    from any thread, but not concurrently."""
 
     @property
     def done(self) -> bool:
@@ -117,11 +144,12 @@ class Engine(Protocol):
         when any request fails: a batch fails as a whole (callers isolate the culprit by retrying alone)."""
         ...
 
-    def prepare(self, style: StyleTable) -> bool:
+    def prepare(self, style: StyleTable, cancel: threading.Event | None = None) -> bool:
         """Do now, blocking, the one-off work a voice needs before it streams at its best (the ONNX
         engine's windowed-decoding calibration, otherwise made in the background on first use, and the
         costs of its decoding steps, otherwise provisional). Returns False where the engine could not
-        measure alone (other work ran meanwhile): the costs stay provisional; ask again when it is idle."""
+        measure alone (other work ran meanwhile) or ``cancel`` was set: the costs stay provisional; ask
+        again when it is idle."""
         ...
 
     def stream(

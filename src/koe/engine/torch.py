@@ -124,7 +124,7 @@ class TorchEngine:
     def synthesize(self, request: SynthesisRequest) -> Audio:
         return self.synthesize_batch([request])[0].audio
 
-    def prepare(self, style: StyleTable) -> bool:
+    def prepare(self, style: StyleTable, cancel: threading.Event | None = None) -> bool:
         """Nothing to prepare: this backend decodes whole utterances."""
         return True
 

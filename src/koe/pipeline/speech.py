@@ -219,18 +219,24 @@ class Speech:
         return SegmentDecode(self, text, voice, windowed, buffered_s, cancel, opening)
 
     def synthesize(
-        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, lang: str | None = None
+        self,
+        text: str,
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        lang: str | None = None,
+        cancel: threading.Event | None = None,
     ) -> Audio:
         """Whole-text synthesis (no streaming): normalized as a stream is (markdown, symbols, URLs...), then
         spoken as Kokoro's own pipeline speaks a text — consecutive sentences as one utterance, up to
         about the model's window (:data:`WHOLE_TEXT_CHARS`) — which is what a stream's joins imitate
         (:mod:`koe.pipeline.seams`) and costs less: each utterance pays a fixed cost and decodes its silent
-        edges (measured: "Hello there. This is koe." 0.85 s as one utterance, 1.38 s as two)."""
+        edges (measured: "Hello there. This is koe." 0.85 s as one utterance, 1.38 s as two). Once
+        ``cancel`` is set, what is left is not decoded (the audio then ends early)."""
         resolved = self.voice(voice, speed, lang)
         segmenter = segmenter_for(resolved.lang)
         audio = []
         for spoken in _utterances((*segmenter.feed(text), *segmenter.flush())):
-            decode = self.decode(spoken, resolved)
+            decode = self.decode(spoken, resolved, cancel=cancel)
             decode.open()
             audio.append(decode.next_audio())
         return np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)

@@ -24,6 +24,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from koe.engine.base import Cancel
 from koe.engine.timing import FRAME_SAMPLES
 from koe.errors import OverloadedError
 from koe.pipeline.cache import CachedSegment, CacheKey, SegmentCache, segment_key
@@ -254,7 +255,7 @@ class SegmentStream:
             estimate = self._cost.audio_s(self._chars(segment), self.voice.speed)
             windowed = self._decode_windowed(segment, estimate)
             progress = self.listener.track(estimate)
-            cancel = threading.Event()
+            cancel = Cancel()
             job = SegmentJob(
                 self._speech,
                 segment,

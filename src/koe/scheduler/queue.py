@@ -3,7 +3,8 @@
 All bookkeeping runs on the event loop (no locks): :meth:`Scheduler.submit` pushes a job onto a heap
 ordered by playback deadline, and whenever a worker is free the job whose listener runs out of audio first
 is handed to the thread pool. A job's future is the only handle a caller keeps: cancelling it drops the job
-if it has not started, and discards its result if it has (a running inference cannot be interrupted).
+if it has not started, and discards its result if it has (the job's own cancel flag stops its engine run:
+:class:`koe.engine.base.Cancel`).
 Jobs submitted with :meth:`Scheduler.submit_batched` share calls with their group's other jobs
 (:mod:`koe.scheduler.batch`).
 """
@@ -61,6 +62,7 @@ class _Job(Generic[T]):
     item: Any = field(default=None, compare=False)
     hold_until: float | None = field(default=None, compare=False)
     exclusive: bool = field(default=False, compare=False)
+    interrupt: Callable[[], None] | None = field(default=None, compare=False)
 
 
 class Scheduler:
@@ -103,6 +105,7 @@ class Scheduler:
         self._completed = self._failed = self._dropped = self._discarded = self._refused = 0
         self._started = 0  # calls handed to a worker: plain jobs, preparations and batch calls
         self._exclusive: asyncio.Future[Any] | None = None  # the exclusive job running, if one is
+        self._interrupt: Callable[[], None] | None = None  # how to stop it, until another job comes
         self._idle = asyncio.Event()  # nothing queued or running
         self._idle.set()
 
@@ -169,10 +172,19 @@ class Scheduler:
         """
         return self._enqueue(work, None, None, deadline, cost_s, admit)
 
-    def submit_exclusive(self, work: Callable[[], T], *, deadline: float, cost_s: float) -> asyncio.Future[T]:
+    def submit_exclusive(
+        self,
+        work: Callable[[], T],
+        *,
+        deadline: float,
+        cost_s: float,
+        interrupt: Callable[[], None] | None = None,
+    ) -> asyncio.Future[T]:
         """Like :meth:`submit`, for work that must run with no other job beside it (a measurement of the
-        machine's speed): it starts once nothing runs, and nothing starts while it runs."""
-        return self._enqueue(work, None, None, deadline, cost_s, False, exclusive=True)
+        machine's speed): it starts once nothing runs, and nothing starts while it runs. ``interrupt`` is
+        called (on the event loop) as soon as another job is submitted while it runs: work that can stop
+        early then lets that job start at once instead of after it."""
+        return self._enqueue(work, None, None, deadline, cost_s, False, exclusive=True, interrupt=interrupt)
 
     def submit_batched(
         self, item: I, group: BatchGroup[I, T], *, deadline: float, cost_s: float, admit: bool = False
@@ -191,6 +203,7 @@ class Scheduler:
         cost_s: float,
         admit: bool,
         exclusive: bool = False,
+        interrupt: Callable[[], None] | None = None,
     ) -> asyncio.Future[T]:
         if admit:
             self.admit()
@@ -208,7 +221,11 @@ class Scheduler:
             group=group,
             item=item,
             exclusive=exclusive,
+            interrupt=interrupt,
         )
+        if not exclusive and self._interrupt is not None:
+            stop, self._interrupt = self._interrupt, None
+            stop()
         self._push(job)
         job.future.add_done_callback(lambda _: self._forget(job))
         self._dispatch()
@@ -305,7 +322,7 @@ class Scheduler:
         running = asyncio.get_running_loop().run_in_executor(self._executor, job.work)
         self._running[running] = 1
         if job.exclusive:
-            self._exclusive = running
+            self._exclusive, self._interrupt = running, job.interrupt
         self._started += 1
         self._idle.clear()
         running.add_done_callback(partial(self._finished, job))
@@ -340,7 +357,7 @@ class Scheduler:
     def _finished(self, job: _Job[Any], done: asyncio.Future[Any]) -> None:
         self._running.pop(done, None)
         if self._exclusive is done:
-            self._exclusive = None
+            self._exclusive = self._interrupt = None
         self._note_idle()
         if done.cancelled():  # the executor shut down before the job started
             job.future.cancel()

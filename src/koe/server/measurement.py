@@ -13,10 +13,11 @@ model becomes ready as soon as it is proven (:mod:`koe.server.warmup`) and speak
 cost models start with (measured on the 2-core development machine), corrected by every segment and
 window it decodes; :meth:`CostMeasurement.when_idle` then measures each part when no session or request is
 open and the scheduler has had nothing to do for :data:`QUIET_S` (a turn can leave it idle for over a
-second while its listener plays what it has), as an exclusive job. A request that comes meanwhile waits for
-the part running (at most ~1.1 s here) rather than sharing the two cores with it: beside one, a first
-segment decoded in windows stuttered (4 gaps of 0.10–0.17 s in 2 runs of 3; one-off, 2026-12-02), and the
-part's timing would be the busy machine's, not this one's.
+second while its listener plays what it has), as an exclusive job that a live job stops at once (the
+engine's run in progress ends within a node of its graph: :class:`~koe.engine.base.Cancel`), to be taken
+again later. Sharing the two cores with a part instead, a first segment decoded in windows stuttered (4
+gaps of 0.10–0.17 s in 2 runs of 3), and waiting for the part delayed its first speech by up to ~1.1 s
+(one-off observations, 2026-12-02); and a part's timing would be the busy machine's, not this one's.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
+from koe.engine.base import Cancel
 from koe.machine import Measured
 from koe.pipeline.speech import Speech
 from koe.scheduler.cost import SegmentCost
@@ -45,9 +48,9 @@ TIMING = "This sentence tells the server how fast it speaks."
 TIMED = (PROOF, TIMING)
 #: How long the scheduler must have been idle, with no session or request open, before a part begins.
 QUIET_S = 1.0
-#: Tries of the engine's preparation, which it refuses to measure while other work (a voice calibrating
-#: in the background) ran on it; then the windows keep their provisional costs, corrected as they go.
-ATTEMPTS = 3
+#: Tries of each part, which gives way to live work (and the engine's preparation measures nothing while a
+#: voice calibrates in the background); then the server keeps its defaults, corrected as they go.
+ATTEMPTS = 5
 #: Last in every queue: a live job queued at the same time starts first.
 _LAST = math.inf
 
@@ -73,10 +76,13 @@ class CostMeasurement:
         logger.info("warm-up: %r and %r timed as before on this machine", PROOF, TIMING)
         return SegmentCost.fit(samples)
 
-    def prepare(self) -> bool:
+    def prepare(self, cancel: threading.Event | None = None) -> bool:
         """Prepare the engine for the voice's windows, where the server windows (see
-        :meth:`Engine.prepare`); blocking. False where the engine could not measure alone."""
-        return not self._windowed or self._speech.engine.prepare(self._speech.voices.resolve(self._voice))
+        :meth:`Engine.prepare`); blocking. False where the engine could not measure alone, or ``cancel``
+        stopped it."""
+        if not self._windowed:
+            return True
+        return self._speech.engine.prepare(self._speech.voices.resolve(self._voice), cancel)
 
     def now(self) -> SegmentCost:
         """Time both utterances, then prepare the engine (its windows timed on their decodes, not on a probe
@@ -89,47 +95,59 @@ class CostMeasurement:
     async def when_idle(
         self, scheduler: Scheduler, cost: SegmentCost, idle: Callable[[], bool], *, time_utterances: bool
     ) -> bool:
-        """Measure on ``scheduler`` after the server is ready, each part once it has been quiet for
-        :data:`QUIET_S` while ``idle()`` (no session or request open), as an exclusive job (nothing runs
-        beside it; a live job that comes meanwhile waits for it): the utterances where ``time_utterances``
-        (no earlier start kept them), whose fit ``cost`` adopts, then the engine's preparation, again
-        while the engine says other work ran beside it (up to :data:`ATTEMPTS` times). Returns whether both
-        are this machine's now. Raises what the engine or the G2P raises; cancelling is safe (a part
-        running finishes in its worker)."""
+        """Measure on ``scheduler`` after the server is ready, each part as an exclusive job once the
+        scheduler has been quiet for :data:`QUIET_S` while ``idle()`` (no session or request open), stopped
+        as soon as a live job comes, which then starts at once, and taken again later: the utterances where
+        ``time_utterances`` (no earlier start kept them), whose fit ``cost`` adopts, then the engine's
+        preparation. Returns whether both are this machine's now (False after :data:`ATTEMPTS` tries of a
+        part). Raises what the engine or the G2P raises; cancelling is safe (a part running finishes in its
+        worker)."""
         if time_utterances:
-            samples = [
-                await _exclusively(scheduler, idle, partial(self._timed, text), cost) for text in TIMED
-            ]
+            samples: list[Sample] = []
+            for text in TIMED:
+                sample = await _alone(scheduler, idle, partial(self._timed, text), cost)
+                if sample is None:
+                    return False
+                samples.append(sample)
             self._keep(samples)
             cost.adopt(SegmentCost.fit(samples))
             logger.info("measured this machine's segment costs: %s", cost)
-        for _ in range(ATTEMPTS):
-            if await _exclusively(scheduler, idle, self.prepare, cost):
-                return True
-            logger.info("measuring: other work ran beside the engine's step costs; again when idle")
-        logger.info("measuring: the engine's step costs stay provisional after %d tries", ATTEMPTS)
-        return False
+        return await _alone(scheduler, idle, self._prepared, cost) is not None
 
-    def _timed(self, text: str) -> Sample:
+    def _timed(self, text: str, cancel: threading.Event | None = None) -> Sample:
         started = time.perf_counter()
-        audio = self._speech.synthesize(text, voice=self._voice)
+        audio = self._speech.synthesize(text, voice=self._voice, cancel=cancel)
         return len(text), len(audio) / self._speech.sample_rate, time.perf_counter() - started
+
+    def _prepared(self, cancel: threading.Event) -> bool | None:
+        return self.prepare(cancel) or None
 
     def _keep(self, samples: list[Sample]) -> None:
         if self._measured is not None:
             self._measured.write({"samples": [list(sample) for sample in samples]})
 
 
-async def _exclusively(
-    scheduler: Scheduler, idle: Callable[[], bool], part: Callable[[], T], cost: SegmentCost
-) -> T:
+async def _alone(
+    scheduler: Scheduler, idle: Callable[[], bool], part: Callable[[Cancel], T | None], cost: SegmentCost
+) -> T | None:
     """``part`` as an exclusive job of the scheduler, last in its queue, once the scheduler has been quiet
-    for :data:`QUIET_S` while ``idle()``: its result."""
-    await scheduler.quiet(QUIET_S)
-    while not idle():  # a turn between two jobs, or a session open: look again later
-        await asyncio.sleep(QUIET_S)
+    for :data:`QUIET_S` while ``idle()``; its :class:`Cancel` set (the engine's run in progress stopped) as
+    soon as another job is submitted. Its result; taken again, up to :data:`ATTEMPTS` times, where it was
+    stopped or measured nothing (``None``)."""
+    for _ in range(ATTEMPTS):
         await scheduler.quiet(QUIET_S)
-    return await scheduler.submit_exclusive(part, deadline=_LAST, cost_s=cost.synthesis_s(1.0))
+        while not idle():  # a turn between two jobs, or a session open: look again later
+            await asyncio.sleep(QUIET_S)
+            await scheduler.quiet(QUIET_S)
+        cancel = Cancel()
+        result = await scheduler.submit_exclusive(
+            partial(part, cancel), deadline=_LAST, cost_s=cost.synthesis_s(1.0), interrupt=cancel.set
+        )
+        if result is not None and not cancel.is_set():
+            return result
+        logger.info("measuring: a part gave way to live work or measured nothing; again when idle")
+    logger.info("measuring: a part gave way %d times; the server speaks on from corrected defaults", ATTEMPTS)
+    return None
 
 
 def _kept(values: dict[str, Any] | None) -> list[Sample] | None:

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from koe.engine.base import Cancel
 from koe.engine.onnx.decoder import _COST_PROBE_FRAMES, PROVISIONAL_WINDOW_S, DecodeCosts
 from koe.engine.onnx.stages import Front, Stages
 from koe.machine import Measured
@@ -33,16 +34,18 @@ class _RecordingStages:
     def runs(self) -> tuple[int, int]:
         return self.begun, 0
 
-    def run_front(self, ids: list[int], style_row: Any, speed: float) -> _Front:
+    def run_front(self, ids: list[int], style_row: Any, speed: float, options: Any = None) -> _Front:
         self.begun += 1
         return _Front(80)
 
-    def decode(self, front: _Front, style_row: Any) -> tuple[np.ndarray, tuple[()]]:
+    def decode(self, front: _Front, style_row: Any, options: Any = None) -> tuple[np.ndarray, tuple[()]]:
         self.begun += 1
         self.decoded_whole += 1  # the probe's A→B decode
         return np.zeros(front.frames * 600, dtype=np.float32), ()
 
-    def decode_window(self, front: Any, style_row: Any, statistics: Any, start: int, end: int) -> np.ndarray:
+    def decode_window(
+        self, front: Any, style_row: Any, statistics: Any, start: int, end: int, options: Any = None
+    ) -> np.ndarray:
         self.begun += 1 + self.beside
         self.beside = 0
         self.windows.append((front, start, end))
@@ -137,3 +140,12 @@ def test_costs_kept_under_another_key_or_damaged_are_provisional_then_timed_agai
     assert costs.provisional and costs.measure()
     assert len(damaged.windows) == len(_COST_PROBE_FRAMES)
     assert measured.read() is not None and measured.read()["fixed_s"] != "fast"  # replaced by the timing
+
+
+def test_a_measurement_cancelled_is_neither_adopted_nor_kept(tmp_path: Path) -> None:
+    measured = Measured(tmp_path, {"what": "vocoder window costs", "model": "test"})
+    costs = _costs(_RecordingStages(), measured)
+    cancel = Cancel()
+    cancel.set()
+    assert not costs.measure(cancel)
+    assert costs.provisional and measured.read() is None

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from koe.engine.base import AudioChunk, StreamEvent, SynthesisRequest
+from koe.engine.base import AudioChunk, Cancel, StreamEvent, SynthesisRequest
 from koe.engine.onnx.calibration import Calibration
 from koe.engine.onnx.decoder import OnnxStream, StreamingDecoder
 from koe.engine.onnx.windowing import LEAD_DECODED_FRAMES, MIN_WINDOWED_FRAMES
@@ -89,6 +90,27 @@ def test_cancel_from_another_thread_stops_within_one_window(
     assert len(chunks) == 2 and segment.windows == windows_when_cancelled[0] == 1
     assert sum(chunk.audio.size for chunk in chunks) < timing.samples
     assert list(segment) == []  # a cancelled stream stays finished
+
+
+def test_a_cancel_stops_the_whole_decode_in_progress_and_the_stream_ends_without_its_audio(
+    speech: Speech, streaming: StreamingDecoder
+) -> None:
+    """A :class:`Cancel` set while the vocoder runs ends that run (ONNX Runtime's terminate flag): the
+    step that would have given the whole segment's audio gives none. A plain event would let it finish."""
+    long_text = " ".join([SENTENCE] * 3)
+    cancel = Cancel()
+    segment = streaming.stream(_request(speech, long_text), cancel=cancel)
+    assert isinstance(next(segment), SegmentTiming)  # stage A
+    begun, _ = streaming.stages.runs()
+    with ThreadPoolExecutor(1) as pool:
+        decoding = pool.submit(next, segment, None)
+        deadline = time.monotonic() + 30
+        while streaming.stages.runs() != (begun + 1, 1):  # the whole decode has begun and is running
+            assert time.monotonic() < deadline and not decoding.done(), "the decode never ran"
+            time.sleep(0.005)
+        cancel.set()
+        assert decoding.result(timeout=30) is None
+    assert streaming.stages.runs() == (begun + 1, 0) and list(segment) == []
 
 
 def test_by_default_timing_comes_right_after_stage_a_and_audio_is_the_whole_decode(

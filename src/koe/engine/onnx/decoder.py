@@ -3,7 +3,8 @@
 :meth:`StreamingDecoder.stream` returns an :class:`OnnxStream`, an iterator whose every ``next()`` does
 one bounded piece of work — stage A (→ :class:`SegmentTiming`), the leading pad as zeros (→ the first
 :class:`AudioChunk`, no inference), then one vocoder window per step. So a scheduler can interleave steps of
-many segments by playback deadline, a cancelled segment costs at most the window in progress, and the
+many segments by playback deadline, a cancelled segment costs at most the window in progress (nothing
+more with a :class:`~koe.engine.base.Cancel`, which stops that run too), and the
 chunks concatenate to exactly ``timing.samples`` samples. Without the voice's calibration the segment is
 decoded whole in one step (bit-identical to the single graph) while calibration runs in the background,
 and so is a segment shorter than ``MIN_WINDOWED_FRAMES``.
@@ -21,12 +22,14 @@ import math
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
-from koe.engine.base import AudioChunk, BufferedAudio, StreamEvent, SynthesisRequest
+from koe.engine.base import AudioChunk, BufferedAudio, Cancel, StreamEvent, SynthesisRequest
 from koe.engine.onnx.calibration import Calibration
 from koe.engine.onnx.moments import quiet_fraction
 from koe.engine.onnx.stages import PROBE_PHONEMES as PROBE
@@ -53,6 +56,7 @@ from koe.engine.onnx.windowing import (
 )
 from koe.engine.timing import FRAME_SAMPLES, SegmentTiming
 from koe.engine.vocab import tokenize
+from koe.errors import SynthesisError
 from koe.machine import Measured
 from koe.scheduler.cost import LinearCost
 from koe.types import Audio
@@ -115,18 +119,24 @@ class DecodeCosts:
             if self._sample is None and self._fitted is None:
                 self._sample = (front, style_row, statistics)
 
-    def measure(self) -> bool:
+    def measure(self, cancel: threading.Event | None = None) -> bool:
         """Time the costs now unless they were kept or timed before — about half a second, on the decode
         offered, else on the probe (decoded now where the load did not) — and adopt and keep them only if
-        nothing else ran on the stages meanwhile: a busy machine would make them look dearer than they are.
-        Returns whether the costs are this machine's now."""
+        nothing else ran on the stages meanwhile (a busy machine would make them look dearer than they are)
+        and ``cancel`` was not set (a :class:`Cancel` stops the run in progress). Returns whether the costs
+        are this machine's now."""
         with self._measuring:
             with self._lock:
                 if self._fitted_locked() is not None:
                     return True
                 sample = self._sample
-            timed = self._time(sample)
-            if timed is None:
+            try:
+                timed = self._time(sample, stoppable(cancel))
+            except SynthesisError:
+                if cancel is None or not cancel.is_set():
+                    raise
+                timed = None
+            if timed is None or (cancel is not None and cancel.is_set()):
                 logger.info("window costs not measured: other work ran on the engine meanwhile")
                 return False
             with self._lock:
@@ -165,23 +175,25 @@ class DecodeCosts:
         logger.info("window costs as measured before on this machine: %r", cost)
         return cost, front_s_per_token
 
-    def _time(self, sample: tuple[Front, FloatArray, Statistics] | None) -> _Fitted | None:
+    def _time(
+        self, sample: tuple[Front, FloatArray, Statistics] | None, options: ort.RunOptions
+    ) -> _Fitted | None:
         """The costs timed now, or ``None`` where another run began or was running meanwhile."""
         begun, running = self._stages.runs()
         own = 0
         if sample is None:
-            probe = run_probe(self._stages, self._style_row)
+            probe = run_probe(self._stages, self._style_row, options)
             sample, own = (probe.front, self._style_row, probe.statistics), 2
         front, row, statistics = sample
         ids = tokenize(PROBE)
         started = time.perf_counter()
-        self._stages.run_front(ids, row, 1.0)
+        self._stages.run_front(ids, row, 1.0, options)
         front_s_per_token = (time.perf_counter() - started) / len(ids)
         samples = []
         for frames in _COST_PROBE_FRAMES:
             end = min(frames, front.frames)
             started = time.perf_counter()
-            self._stages.decode_window(front, row, statistics, 0, end)
+            self._stages.decode_window(front, row, statistics, 0, end, options)
             samples.append((float(end), time.perf_counter() - started))
         own += 1 + len(_COST_PROBE_FRAMES)
         if running or self._stages.runs()[0] - begun != own:
@@ -192,6 +204,15 @@ class DecodeCosts:
             cost.fixed_s * 1e3, cost.per_unit_s * 1e3, front_s_per_token * 1e3,
         )  # fmt: skip
         return cost, front_s_per_token
+
+
+def stoppable(cancel: threading.Event | None) -> ort.RunOptions:
+    """Run options whose terminate flag ``cancel`` sets, where it is a :class:`Cancel`: a run then stops
+    within a node of the graph, raising ``SynthesisError``."""
+    options = ort.RunOptions()
+    if isinstance(cancel, Cancel):
+        cancel.on_set(partial(setattr, options, "terminate", True))
+    return options
 
 
 class StreamingDecoder:
@@ -277,6 +298,7 @@ class OnnxStream(Iterator[StreamEvent]):
         self._ids = tokenize(request.phonemes)
         self._buffered_s = buffered_s
         self._cancel = cancel
+        self._options = stoppable(cancel)
         self._row = request.style[len(self._ids) - 1] if self._ids else None
         self._front: Front | None = None
         self._statistics: Statistics | None = None
@@ -321,8 +343,19 @@ class OnnxStream(Iterator[StreamEvent]):
         )  # fmt: skip
 
     def __next__(self) -> StreamEvent:
-        if self.done or (self._cancel is not None and self._cancel.is_set()):
+        if self.done or self._cancelled():
             raise StopIteration
+        try:
+            return self._step()
+        except SynthesisError:
+            if self._cancelled():  # the cancel stopped the run in progress
+                raise StopIteration from None
+            raise
+
+    def _cancelled(self) -> bool:
+        return self._cancel is not None and self._cancel.is_set()
+
+    def _step(self) -> StreamEvent:
         if self._front is None:
             return self._run_front()
         if self._statistics is None:
@@ -337,7 +370,7 @@ class OnnxStream(Iterator[StreamEvent]):
     def _run_front(self) -> SegmentTiming:
         assert self._row is not None  # done() is True without tokens
         stages = self._decoder.stages
-        self._front = stages.run_front(self._ids, self._row, self._request.speed)
+        self._front = stages.run_front(self._ids, self._row, self._request.speed, self._options)
         if self._windowed and self._front.frames >= MIN_WINDOWED_FRAMES:
             moments = self._decoder.calibration.lookup(self._request.style)
             if moments is None:
@@ -349,7 +382,7 @@ class OnnxStream(Iterator[StreamEvent]):
 
     def _whole(self) -> Audio:
         assert self._front is not None and self._row is not None
-        audio, statistics = self._decoder.stages.decode(self._front, self._row)
+        audio, statistics = self._decoder.stages.decode(self._front, self._row, self._options)
         self._decoder.costs.offer(self._front, self._row, statistics)
         self._position = self._front.frames
         return audio
@@ -361,7 +394,9 @@ class OnnxStream(Iterator[StreamEvent]):
         end = self._next_end()
         low, high = input_span(start, end, total, left=self._left())
         started = time.perf_counter()
-        decoded = self._decoder.stages.decode_window(self._front, self._row, self._statistics, low, high)
+        decoded = self._decoder.stages.decode_window(
+            self._front, self._row, self._statistics, low, high, self._options
+        )
         self._decoder.cost.observe(high - low, time.perf_counter() - started)
         body = decoded[(start - low) * FRAME_SAMPLES : (end - low) * FRAME_SAMPLES]
         chunk = crossfade(self._tail, body)

@@ -166,14 +166,15 @@ class OnnxEngine:
             return np.zeros(0, dtype=np.float32)
         return self._decode(ids, request.style[len(ids) - 1], request.speed)
 
-    def prepare(self, style: StyleTable) -> bool:
+    def prepare(self, style: StyleTable, cancel: threading.Event | None = None) -> bool:
         """Calibrate ``style`` for windowed decoding now (seconds of CPU, then cached on disk), and measure
         the decoding steps' costs unless an earlier start kept them (:meth:`DecodeCosts.measure`): False
-        when other work ran on the engine meanwhile, so the costs stay provisional (ask again when idle)."""
+        when other work ran on the engine meanwhile or ``cancel`` was set, so the costs stay provisional
+        (ask again when idle)."""
         if self.streaming is None:
             return True
         self.streaming.calibration.calibrate(style)
-        return self.streaming.costs.measure()
+        return self.streaming.costs.measure(cancel)
 
     def stream(
         self,

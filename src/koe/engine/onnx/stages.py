@@ -112,24 +112,29 @@ class Stages:
             for shape in (shapes[name] for name in statistic_names)
         )
 
-    def run_front(self, ids: list[int], style_row: FloatArray, speed: float) -> Front:
-        """Stage A on one segment's token ids (without the padding tokens, which are added here)."""
+    def run_front(
+        self, ids: list[int], style_row: FloatArray, speed: float, options: ort.RunOptions | None = None
+    ) -> Front:
+        """Stage A on one segment's token ids (without the padding tokens, which are added here); each run
+        here takes ``options``, whose terminate flag stops it (``SynthesisError``)."""
         feeds: dict[str, npt.NDArray[np.generic]] = {
             self._token_input: np.array([[0, *ids, 0]], dtype=np.int64),
             _STYLE: style_row,
             _SPEED: np.array([speed], dtype=np.float32),
         }
-        durations, energy, *tensors = self._run(self._front, feeds, [DURATIONS, ENERGY, *_CUT])
+        durations, energy, *tensors = self._run(self._front, feeds, [DURATIONS, ENERGY, *_CUT], options)
         front = Front(np.asarray(durations, dtype=np.int64), energy, dict(zip(_CUT, tensors, strict=True)))
         for name, value in front.tensors.items():
             if value.shape[-1] != front.frames * _PER_FRAME[name]:
                 raise SynthesisError(f"{name} has {value.shape[-1]} steps for {front.frames} frames")
         return front
 
-    def decode(self, front: Front, style_row: FloatArray) -> tuple[Audio, Statistics]:
+    def decode(
+        self, front: Front, style_row: FloatArray, options: ort.RunOptions | None = None
+    ) -> tuple[Audio, Statistics]:
         """The whole segment with its own statistics (identical to the single graph), and those statistics."""
         audio, *statistics = self._run(
-            self._vocoder, {**front.tensors, _STYLE: style_row}, [_AUDIO, *self.statistic_names]
+            self._vocoder, {**front.tensors, _STYLE: style_row}, [_AUDIO, *self.statistic_names], options
         )
         return audio.reshape(-1), tuple(statistics)
 
@@ -154,12 +159,18 @@ class Stages:
         return totals
 
     def decode_window(
-        self, front: Front, style_row: FloatArray, statistics: Statistics, start: int, end: int
+        self,
+        front: Front,
+        style_row: FloatArray,
+        statistics: Statistics,
+        start: int,
+        end: int,
+        options: ort.RunOptions | None = None,
     ) -> Audio:
         """Frames ``[start, end)`` with frozen statistics: ``(end - start) * 600`` samples."""
         feeds = {**front.window(start, end), _STYLE: style_row}
         feeds.update(zip(self.statistic_names, statistics, strict=True))
-        (audio,) = self._run(self._frozen, feeds, [_AUDIO])
+        (audio,) = self._run(self._frozen, feeds, [_AUDIO], options)
         return audio.reshape(-1)
 
     def runs(self) -> tuple[int, int]:
@@ -169,13 +180,17 @@ class Stages:
             return self._runs_begun, self._runs_running
 
     def _run(
-        self, session: ort.InferenceSession, feeds: Mapping[str, npt.NDArray[np.generic]], outputs: list[str]
+        self,
+        session: ort.InferenceSession,
+        feeds: Mapping[str, npt.NDArray[np.generic]],
+        outputs: list[str],
+        options: ort.RunOptions | None = None,
     ) -> list[FloatArray]:
         with self._runs_lock:
             self._runs_begun += 1
             self._runs_running += 1
         try:
-            result: list[FloatArray] = session.run(outputs, feeds)
+            result: list[FloatArray] = session.run(outputs, feeds, options)
         except Exception as exc:  # onnxruntime's errors are untyped
             raise SynthesisError(f"stage inference failed: {exc}") from exc
         finally:
@@ -322,10 +337,10 @@ class Probe:
     statistics: Statistics
 
 
-def run_probe(stages: Stages, style_row: FloatArray) -> Probe:
+def run_probe(stages: Stages, style_row: FloatArray, options: ort.RunOptions | None = None) -> Probe:
     """The probe through stage A and stage B."""
-    front = stages.run_front(tokenize(PROBE_PHONEMES), style_row, 1.0)
-    audio, statistics = stages.decode(front, style_row)
+    front = stages.run_front(tokenize(PROBE_PHONEMES), style_row, 1.0, options)
+    audio, statistics = stages.decode(front, style_row, options)
     return Probe(front, audio, statistics)
 
 
