@@ -15,9 +15,9 @@ window it decodes; :meth:`CostMeasurement.when_idle` then measures each part whe
 open and the scheduler has had nothing to do for :data:`QUIET_S` (a turn can leave it idle for over a
 second while its listener plays what it has), as an exclusive job that a live job stops at once (the
 engine's run in progress ends within a node of its graph: :class:`~koe.engine.base.Cancel`), to be taken
-again later. Sharing the two cores with a part instead, a first segment decoded in windows stuttered (4
-gaps of 0.10–0.17 s in 2 runs of 3), and waiting for the part delayed its first speech by up to ~1.1 s
-(one-off observations, 2026-12-02); and a part's timing would be the busy machine's, not this one's.
+again later. Sharing the two cores with a part instead, a request's first segment decoded in windows
+stuttered, and waiting for the part put its first word at 1.41 s instead of ~0.5 s (docs/benchmarks.md,
+scenario 9); and a part's timing would be the busy machine's, not this one's.
 """
 
 from __future__ import annotations
