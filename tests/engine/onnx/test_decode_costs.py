@@ -11,7 +11,7 @@ from typing import Any, cast
 import numpy as np
 
 from koe.engine.base import Cancel
-from koe.engine.onnx.decoder import _COST_PROBE_FRAMES, PROVISIONAL_WINDOW_S, DecodeCosts
+from koe.engine.onnx.costs import COST_PROBE_FRAMES, PROVISIONAL_WINDOW_S, DecodeCosts
 from koe.engine.onnx.stages import Front, Stages
 from koe.machine import Measured
 
@@ -76,13 +76,13 @@ def test_an_offered_whole_decode_times_the_windows_without_a_probe_decode() -> N
     assert costs.window.per_unit_s > 0
     assert stages.decoded_whole == 0
     timed = [(front, end) for front, _start, end in stages.windows]
-    assert timed == [(offered, frames) for frames in _COST_PROBE_FRAMES]
+    assert timed == [(offered, frames) for frames in COST_PROBE_FRAMES]
 
 
 def test_a_decode_shorter_than_the_longest_timed_window_is_not_taken() -> None:
     stages = _RecordingStages()
     costs = _costs(stages)
-    short = _Front(_COST_PROBE_FRAMES[-1] - 1)
+    short = _Front(COST_PROBE_FRAMES[-1] - 1)
     costs.offer(cast(Front, short), _ROW, ())
     assert costs.measure()
     assert stages.decoded_whole == 1  # the probe instead
@@ -98,7 +98,7 @@ def test_costs_are_timed_once_and_later_offers_are_ignored() -> None:
     costs.offer(cast(Front, _Front(200)), _ROW, ())
     assert costs.measure()
     assert costs.window is first
-    assert len(stages.windows) == len(_COST_PROBE_FRAMES)
+    assert len(stages.windows) == len(COST_PROBE_FRAMES)
 
 
 def test_a_measurement_beside_another_run_is_neither_adopted_nor_kept_and_is_taken_again(
@@ -111,7 +111,7 @@ def test_a_measurement_beside_another_run_is_neither_adopted_nor_kept_and_is_tak
     assert costs.provisional and measured.read() is None
     assert costs.measure()  # alone this time
     assert not costs.provisional and measured.read() is not None
-    assert len(stages.windows) == 2 * len(_COST_PROBE_FRAMES)
+    assert len(stages.windows) == 2 * len(COST_PROBE_FRAMES)
 
 
 def test_costs_measured_once_are_kept_and_a_later_start_times_nothing(tmp_path: Path) -> None:
@@ -132,13 +132,13 @@ def test_costs_kept_under_another_key_or_damaged_are_provisional_then_timed_agai
     other = _RecordingStages()
     elsewhere = _costs(other, Measured(tmp_path, {"model": "b"}))
     assert elsewhere.provisional and elsewhere.measure()
-    assert len(other.windows) == len(_COST_PROBE_FRAMES)
+    assert len(other.windows) == len(COST_PROBE_FRAMES)
     measured = Measured(tmp_path, {"model": "a"})
     measured.write({"fixed_s": "fast", "per_frame_s": -1.0, "front_s_per_token": 0.001})
     damaged = _RecordingStages()
     costs = _costs(damaged, measured)
     assert costs.provisional and costs.measure()
-    assert len(damaged.windows) == len(_COST_PROBE_FRAMES)
+    assert len(damaged.windows) == len(COST_PROBE_FRAMES)
     assert measured.read() is not None and measured.read()["fixed_s"] != "fast"  # replaced by the timing
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from koe.engine.assets import packaged_model_bytes
 from koe.engine.base import SynthesisRequest, drain
-from koe.engine.onnx import decoder, stages
+from koe.engine.onnx import costs, stages
 from koe.engine.onnx import verdict as verdicts
 from koe.engine.onnx.engine import OnnxEngine, OnnxOptions
 from koe.engine.onnx.verdict import Verdict, VerdictKey
@@ -106,7 +106,7 @@ def proofs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str
         return prove(*args, **kwargs)
 
     monkeypatch.setattr(stages, "run_probe", counted_probe)
-    monkeypatch.setattr(decoder, "run_probe", counted_probe)
+    monkeypatch.setattr(costs, "run_probe", counted_probe)
     monkeypatch.setattr(stages, "verify", counted_proof)
     yield calls
 
@@ -138,7 +138,7 @@ def test_the_cut_is_proven_once_per_model_and_the_next_load_runs_no_probe_and_no
     drain(second.stream(long_enough))
     assert second.streaming.costs.measure()  # measured now, on that whole decode
     assert proofs == {"probe": 1, "proof": 1}  # no probe decoded for them
-    assert decoder.DecodeCosts(second.streaming.stages, None, request.style[0]).measure()
+    assert costs.DecodeCosts(second.streaming.stages, None, request.style[0]).measure()
     assert proofs == {"probe": 2, "proof": 1}  # offered nothing, the costs decode the probe when asked
     del second
 

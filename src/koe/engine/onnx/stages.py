@@ -31,6 +31,7 @@ import onnx
 import onnxruntime as ort
 from onnx.utils import Extractor
 
+from koe.engine.base import Cancel
 from koe.engine.onnx.moments import MASK_INPUT, Norm, add_class_sums, class_mask, find_norms, moment_outputs
 from koe.engine.onnx.verdict import Verdict
 from koe.engine.timing import FRAME_SAMPLES
@@ -197,6 +198,15 @@ class Stages:
             with self._runs_lock:
                 self._runs_running -= 1
         return result
+
+
+def stoppable(cancel: threading.Event | None) -> ort.RunOptions:
+    """Run options whose terminate flag ``cancel`` sets, where it is a :class:`Cancel`: a run then stops
+    within a node of the graph, raising ``SynthesisError``."""
+    options = ort.RunOptions()
+    if isinstance(cancel, Cancel):
+        cancel.on_set(partial(setattr, options, "terminate", True))
+    return options
 
 
 def parse(model: bytes) -> onnx.ModelProto:
