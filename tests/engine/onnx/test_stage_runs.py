@@ -26,7 +26,7 @@ class _Session:
     def get_inputs(self) -> list[Any]:
         return []
 
-    def run(self, outputs: list[str], feeds: Mapping[str, Any]) -> list[np.ndarray]:
+    def run(self, outputs: list[str], feeds: Mapping[str, Any], options: Any = None) -> list[np.ndarray]:
         self.entered.set()
         assert self.release.wait(_WAIT_S)
         return [np.zeros(600, dtype=np.float32) for _ in outputs]
