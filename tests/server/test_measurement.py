@@ -5,12 +5,17 @@ stands in for the model; a real scheduler runs the parts on real threads)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
+import httpx
 import pytest
 
+from koe.app import create_app
 from koe.engine.base import SynthesisRequest
+from koe.engine.onnx.engine import OnnxEngine
 from koe.machine import Measured
 from koe.pipeline.speech import Speech
 from koe.scheduler.cost import SegmentCost
@@ -18,8 +23,12 @@ from koe.scheduler.queue import Scheduler
 from koe.server import measurement
 from koe.server.measurement import ATTEMPTS, TIMED, TIMING, CostMeasurement
 from koe.server.warmup import PROOF
+from koe.settings import Settings
 from koe.types import StyleTable
+from live_checks import metric, wait_for
+from live_server import LOOPBACK, run_server
 from support.fake import FakeEngine, FakeG2P, fake_speech
+from ws_events import WAIT_S
 
 KEY = {"what": "segment costs", "speech": "fake"}
 _WAIT_S = 5.0  # a thread hand-off on a loaded machine; never reached when correct
@@ -206,3 +215,35 @@ def test_nothing_is_measured_while_a_session_or_request_is_open_even_on_a_quiet_
 
     assert asyncio.run(main())
     assert engine.worked == [_phonemes(PROOF), _phonemes(TIMING), "prepare"]
+
+
+def test_a_real_first_start_measures_after_ready_and_a_request_mid_part_stops_it_and_is_answered(
+    speech: Speech, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The shared model handed in as a load (as ``koe serve`` hands in its own), with nothing measured kept:
+    ready at once, then timing its sentences; a request sent while a timed part's engine run is in
+    progress stops that part, is answered, and the costs are measured after all."""
+    monkeypatch.setenv("KOE_CACHE_DIR", str(tmp_path))
+    loading: Future[Speech] = Future()
+    loading.set_result(speech)
+    settings = Settings(host=LOOPBACK, port=0, segment_cache_mb=0)
+    assert isinstance(speech.engine, OnnxEngine) and speech.engine.streaming is not None
+    stages = speech.engine.streaming.stages
+    with caplog.at_level(logging.INFO, logger="koe.server.measurement"):
+        with run_server(create_app(settings, loading=loading), settings) as live:
+            assert metric(live, "koe_costs_measured") == 0
+            wait_for(lambda: stages.runs()[1] > 0, "a timed part's engine run, with no request open")
+            body = {"text": "Hello, this is a request.", "format": "pcm"}
+            answer = httpx.post(live.http_url + "/invocations", json=body, timeout=WAIT_S)
+            assert answer.status_code == 200 and len(answer.content) > 24_000  # over half a second of speech
+            wait_for(lambda: metric(live, "koe_costs_measured") == 1, "the costs, measured", timeout_s=120)
+    assert any("gave way" in record.getMessage() for record in caplog.records)
+    kept = _measurement(FakeEngine(), Measured(tmp_path / "measured", _runtime_key(speech))).kept()
+    assert kept is not None
+
+
+def _runtime_key(speech: Speech) -> dict[str, object]:
+    return {
+        "what": "segment costs", "texts": list(TIMED), "speech": speech.identity,
+        "engine": speech.engine.description, "voice": "af_heart",
+    }  # fmt: skip

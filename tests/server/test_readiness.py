@@ -22,7 +22,7 @@ from koe.pipeline.speech import Speech
 from koe.server.measurement import TIMED
 from koe.server.runtime import load_in_background
 from koe.settings import Settings
-from live_checks import close_code, wait_for
+from live_checks import close_code, metric, wait_for
 from live_server import LOOPBACK, ServerFactory, run_server
 from support.fake import FakeEngine, fake_speech
 from support.fake_serve import fake_serve_process
@@ -70,14 +70,6 @@ def test_a_model_already_loading_when_the_server_starts_is_the_one_it_serves() -
         assert pcm.status_code == 200 and len(pcm.content) == fake_speech().synthesize("Hi.").size * 2
 
 
-def _costs_measured(url: str) -> str:
-    (line,) = [line for line in httpx.get(url + "/metrics").text.splitlines() if line.startswith(_MEASURED)]
-    return line.removeprefix(_MEASURED).strip()
-
-
-_MEASURED = "koe_costs_measured "
-
-
 def test_a_first_start_is_ready_once_proven_then_measures_its_costs_while_idle_and_a_later_start_reads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -88,16 +80,16 @@ def test_a_first_start_is_ready_once_proven_then_measures_its_costs_while_idle_a
     loading.set_result(fake_speech(engine))
     settings = Settings(host=LOOPBACK, port=0, warmup=True)
     with run_server(create_app(settings, loading=loading), settings) as live:
-        assert _costs_measured(live.http_url) == "0.0"  # speaking from the defaults
+        assert metric(live, "koe_costs_measured") == 0  # speaking from the defaults
         wait_for(lambda: engine.calls == 1, "the first timed utterance, after readiness")
         held.set()
-        wait_for(lambda: _costs_measured(live.http_url) == "1.0", "the costs to be measured")
+        wait_for(lambda: metric(live, "koe_costs_measured") == 1, "the costs to be measured")
         assert engine.worked == [fake_speech().phonemize(text)[0] for text in TIMED]
     later = FakeEngine()
     loading = Future()
     loading.set_result(fake_speech(later))
     with run_server(create_app(settings, loading=loading), settings) as live:
-        assert _costs_measured(live.http_url) == "1.0" and later.calls == 0  # kept: nothing to measure
+        assert metric(live, "koe_costs_measured") == 1 and later.calls == 0  # kept: nothing to measure
 
 
 def test_a_first_start_told_to_measure_before_ready_has_measured_when_ping_turns_200(
@@ -109,7 +101,7 @@ def test_a_first_start_told_to_measure_before_ready_has_measured_when_ping_turns
     loading.set_result(fake_speech(engine))
     settings = Settings(host=LOOPBACK, port=0, warmup=True, measure_after_ready=False)
     with run_server(create_app(settings, loading=loading), settings) as live:
-        assert _costs_measured(live.http_url) == "1.0"
+        assert metric(live, "koe_costs_measured") == 1
         assert engine.worked == [fake_speech().phonemize(text)[0] for text in TIMED]
 
 
