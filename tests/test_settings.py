@@ -23,6 +23,7 @@ def test_environment_variables_are_typed_and_overrides_win() -> None:
             "KOE_WINDOWED": "1",
             "KOE_SEGMENT_CACHE_MB": "0",
             "KOE_PRECACHE": "builtin",
+            "KOE_MEASURE_AFTER_READY": "false",
         },
         port=9100,
         workers=None,
@@ -32,6 +33,7 @@ def test_environment_variables_are_typed_and_overrides_win() -> None:
     assert settings.windowed and not Settings().windowed
     assert (settings.segment_cache_mb, settings.precache) == (0.0, "builtin")
     assert Settings().segment_cache_mb > 0 and Settings().precache is None
+    assert not settings.measure_after_ready and Settings().measure_after_ready
 
 
 def test_the_defaults_bind_loopback_on_port_8080() -> None:
@@ -52,6 +54,7 @@ def test_every_limit_is_finite() -> None:
         ({"KOE_PORT": "eighty"}, "KOE_PORT: expected int"),
         ({"KOE_IDLE_TIMEOUT_S": "inf"}, "KOE_IDLE_TIMEOUT_S"),
         ({"KOE_WARMUP": "maybe"}, "KOE_WARMUP"),
+        ({"KOE_MEASURE_AFTER_READY": "later"}, "KOE_MEASURE_AFTER_READY: expected bool"),
         ({"KOE_WORKERS": "0"}, "workers"),
         ({"KOE_FRAME_S": "0.5"}, f"at most {MAX_FRAME_S}"),
         ({"KOE_AUDIO_LOW_WATER_S": "20"}, "below audio_high_water_s"),

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from functools import partial
@@ -89,8 +89,8 @@ class Runtime:
         self._synthesizer: Synthesizer | None = None
         self.load_error: str | None = None
         self._loading: asyncio.Task[None] | None = None
-        #: measuring this machine's costs after the server is ready, where nothing kept them
-        self._measurement: tuple[CostMeasurement, SegmentCost, bool] | None = None
+        #: what measures this machine's costs once the server is ready, where nothing kept them
+        self._measure_after: Callable[[], Awaitable[bool]] | None = None
         self._background: list[asyncio.Task[None]] = []
         self._open = {"ws": 0, "http": 0}
         self._closing = False
@@ -122,19 +122,17 @@ class Runtime:
             return
         if self._closing:
             return
-        if self._measurement is not None:
-            measuring = asyncio.create_task(self._measure(*self._measurement), name="koe-measure")
+        if self._measure_after is not None:
+            measuring = asyncio.create_task(self._measure(self._measure_after), name="koe-measure")
             self._background.append(measuring)
         if self._openers:
             self._background.append(
                 asyncio.create_task(self._precache(self._synthesizer), name="koe-precache")
             )
 
-    async def _measure(self, measurement: CostMeasurement, cost: SegmentCost, time_utterances: bool) -> None:
+    async def _measure(self, measure: Callable[[], Awaitable[bool]]) -> None:
         try:
-            measured = await measurement.when_idle(
-                self.scheduler, cost, lambda: not any(self._open.values()), time_utterances=time_utterances
-            )
+            measured = await measure()
         except Exception:  # the costs are an optimization: a failure is logged, the server serves on
             logger.exception("measuring this machine's costs failed; the server speaks on from its defaults")
             return
@@ -159,7 +157,7 @@ class Runtime:
                 "windowed decoding: the %s engine cannot window; segments decode whole", speech.engine.name
             )
         cost = self._warm_up(speech) if self.settings.warmup else SegmentCost()
-        self.metrics.costs_measured.set(self.settings.warmup and self._measurement is None)
+        self.metrics.costs_measured.set(self.settings.warmup and self._measure_after is None)
         logger.info(
             "ready in %.1f s (%s): %s", time.perf_counter() - started, speech.engine.description, cost
         )
@@ -190,8 +188,8 @@ class Runtime:
         """Prove the text path; the costs to start from. A model handed in (tests, benchmarks in process) is
         measured afresh before the server is ready: its identity may not name all that sets its speed. A
         model this server loaded itself starts from what an earlier start on this machine measured, and
-        where none did, from the defaults, measured once the server is ready (:attr:`_measurement`), or
-        now, without ``measure_after_ready``."""
+        where none did, from the defaults, measured once the server is ready, while no session or request
+        is open (:attr:`_measure_after`), or now, without ``measure_after_ready``."""
         voice = self.settings.default_voice
         windowed = self.settings.windowed or self.settings.windowed_first
         # a model this server loaded had its engine proven beside the G2P's build (load_proven)
@@ -209,8 +207,14 @@ class Runtime:
         if not self.settings.measure_after_ready:
             return measurement.now()
         cost = kept or SegmentCost()
-        self._measurement = (measurement, cost, kept is None)
+        self._measure_after = partial(
+            measurement.when_idle, self.scheduler, cost, self._nothing_open, time_utterances=kept is None
+        )
         return cost
+
+    def _nothing_open(self) -> bool:
+        """No session or request is open (read on the event loop)."""
+        return not any(self._open.values())
 
     def synthesizer(self) -> Synthesizer:
         """The loaded model, or an ``OverloadedError`` (``not_ready`` / ``shutting_down``) to send back."""

@@ -134,7 +134,7 @@ class DecodeCosts:
         return cost, front_s_per_token
 
     def _time(
-        self, sample: tuple[Front, FloatArray, Statistics] | None, options: ort.RunOptions
+        self, sample: tuple[Front, FloatArray, Statistics] | None, options: ort.RunOptions | None
     ) -> _Fitted | None:
         """The costs timed now, or ``None`` where another run began or was running meanwhile."""
         begun, running = self._stages.runs()

@@ -200,12 +200,13 @@ class Stages:
         return result
 
 
-def stoppable(cancel: threading.Event | None) -> ort.RunOptions:
-    """Run options whose terminate flag ``cancel`` sets, where it is a :class:`Cancel`: a run then stops
-    within a node of the graph, raising ``SynthesisError``."""
+def stoppable(cancel: threading.Event | None) -> ort.RunOptions | None:
+    """Run options whose terminate flag ``cancel`` sets, where it is a :class:`Cancel` (a run then stops
+    within a node of the graph, raising ``SynthesisError``); ``None``, ONNX Runtime's defaults, otherwise."""
+    if not isinstance(cancel, Cancel):
+        return None
     options = ort.RunOptions()
-    if isinstance(cancel, Cancel):
-        cancel.on_set(partial(setattr, options, "terminate", True))
+    cancel.on_set(partial(setattr, options, "terminate", True))
     return options
 
 
