@@ -170,6 +170,23 @@ def test_a_live_job_that_comes_while_a_part_runs_stops_it_and_the_part_is_measur
     assert kept is not None and _fitted(cost) == _fitted(kept)  # the stopped part's timing was not used
 
 
+def test_cancelling_the_measurement_stops_the_part_running(tmp_path: Path) -> None:
+    engine = _Preparing(gate=threading.Event())  # the gate never opens: only a Cancel ends the decode
+
+    async def main() -> None:
+        scheduler = Scheduler(workers=1, max_queued=10)
+        measuring = asyncio.create_task(
+            _measurement(engine).when_idle(scheduler, SegmentCost(), lambda: True, time_utterances=True)
+        )
+        assert await asyncio.to_thread(engine.entered.wait, _WAIT_S)
+        measuring.cancel()  # as the server's shutdown does
+        await asyncio.gather(measuring, return_exceptions=True)
+        await scheduler.aclose(_WAIT_S)
+
+    asyncio.run(main())
+    assert engine.stopped == 1 and engine.worked == [_phonemes(PROOF)]
+
+
 def test_an_engine_that_never_measures_alone_is_asked_again_then_left_with_provisional_step_costs() -> None:
     engine = _Preparing(*([False] * ATTEMPTS))
     cost = SegmentCost()

@@ -100,8 +100,7 @@ class CostMeasurement:
         as soon as a live job comes, which then starts at once, and taken again later: the utterances where
         ``time_utterances`` (no earlier start kept them), whose fit ``cost`` adopts, then the engine's
         preparation. Returns whether both are this machine's now (False after :data:`ATTEMPTS` tries of a
-        part). Raises what the engine or the G2P raises; cancelling is safe (a part running finishes in its
-        worker)."""
+        part). Raises what the engine or the G2P raises; cancelling is safe, and stops the part running."""
         if time_utterances:
             samples: list[Sample] = []
             for text in TIMED:
@@ -140,9 +139,13 @@ async def _alone(
             await asyncio.sleep(QUIET_S)
             await scheduler.quiet(QUIET_S)
         cancel = Cancel()
-        result = await scheduler.submit_exclusive(
-            partial(part, cancel), deadline=_LAST, cost_s=cost.synthesis_s(1.0), interrupt=cancel.set
-        )
+        try:
+            result = await scheduler.submit_exclusive(
+                partial(part, cancel), deadline=_LAST, cost_s=cost.synthesis_s(1.0), interrupt=cancel.set
+            )
+        except asyncio.CancelledError:
+            cancel.set()  # the server is stopping: its engine run stops too
+            raise
         if result is not None and not cancel.is_set():
             return result
         logger.info("measuring: a part gave way to live work or measured nothing; again when idle")
