@@ -3,7 +3,8 @@ its slot, on every HTTP route, streamed or not.
 
 Each test counts the scheduler's own jobs: a request of many segments is left after its first ones; once
 its slot is free, at most the segments already running or queued then may still finish (the engine cannot
-be interrupted mid-segment), never the rest of the text.
+be interrupted mid-segment), never the rest of the text. On the real model, a request whose text is a number
+thousands of digits long, left in any language, frees its worker within a second.
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import time
 from collections.abc import Callable
 
 import httpx
 import pytest
 
+from koe.languages import CODES
 from koe.scheduler.queue import SchedulerStats
 from live_checks import failures_logged, metric, wait_for
 from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket
+from long_numbers import FREED_WITHIN_S, LONG_NUMBER, voice_of
 from support.fake import FakeEngine
 
 #: Forty sentences, each one segment: long enough that finishing it for nobody would be seen.
@@ -118,3 +122,21 @@ def test_clients_that_never_read_a_streamed_response_free_their_slots_after_the_
         assert served.status_code == 200 and len(served.content) > 0
         for sock in stuck:
             sock.close()
+
+
+@pytest.mark.parametrize("lang", CODES)
+def test_a_client_that_leaves_a_number_thousands_of_digits_long_frees_its_worker_within_a_second(
+    serve_app: ServerFactory, lang: str
+) -> None:
+    """The reported request: its G2P once ran on for minutes after the client had gone."""
+    body = {"text": LONG_NUMBER, "voice": voice_of(lang), "lang": lang}
+    with serve_app() as live:
+        before = finished(live)
+        sock = send_request(live, "/invocations", body)
+        wait_for(lambda: finished(live) > before and stats(live).running > 0, "a segment to be synthesized")
+        reset(sock)
+        left = time.monotonic()
+        wait_for(lambda: stats(live).running == 0 and stats(live).queued == 0, "the scheduler to idle")
+        freed_s = time.monotonic() - left
+    print(f"{lang}: worker free {freed_s * 1000:.0f} ms after the client left")
+    assert freed_s < FREED_WITHIN_S

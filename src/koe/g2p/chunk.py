@@ -1,14 +1,54 @@
-"""Split a phoneme string into pieces that fit the model's token window, only between words.
+"""Where G2P's input and output are cut: a text into chunks read one at a time, phonemes into the model's
+token window, both only between words.
 
-Kokoro's own pipeline truncates at 510 tokens (``ps[:510]``) and the rest of the text is lost; koe splits
-instead, preferring a cut after punctuation, then at any space.
+A G2P call cannot be interrupted, so a text is read a chunk of at most :data:`G2P_CHUNK_CHARS` at a time
+and a cancel takes effect between chunks; chunks also bound the cost of a G2P whose work grows faster than
+its input. Kokoro's own pipeline truncates phonemes at 510 tokens (``ps[:510]``) and the rest of the text
+is lost; koe splits instead. Both prefer a cut after punctuation, then at any space.
 """
 
 from __future__ import annotations
 
+import re
+
 from koe.engine.vocab import MAX_PHONEME_TOKENS, count_tokens
 
 _CLAUSE_END = ".!?;:,—…"
+#: English characters G2P reads in one call at most (a language's own characters weigh more: ja, zh, hi):
+#: a segment (``SegmenterOptions.max_chars``) is read whole, unless normalizing made it longer.
+G2P_CHUNK_CHARS = 400
+#: Where a text may be cut for G2P, best first: after a sentence's end, after a clause's, at a space.
+#: A Latin mark ends something only before a space ("3.14", "1,234" are numbers); a CJK one always does.
+_TEXT_CUTS = (
+    re.compile(r"[.!?…]+\s+|[。！？।]+\s*"),
+    re.compile(r"[,;:—]+\s+|[，；：、]+\s*"),
+    re.compile(r"\s+"),
+)
+
+
+def split_text(text: str, max_chars: int = G2P_CHUNK_CHARS) -> list[tuple[int, int]]:
+    """``[start, end)`` spans that cover ``text`` in order, each at most ``max_chars`` long, cut where
+    :data:`_TEXT_CUTS` allow (a "word" longer than ``max_chars``, not speech, is cut where it must be).
+    Linear in ``len(text)``."""
+    chunks: list[tuple[int, int]] = []
+    start = 0
+    while len(text) - start > max_chars:
+        end = _text_cut(text, start, start + max_chars)
+        chunks.append((start, end))
+        start = end
+    chunks.append((start, len(text)))
+    return chunks
+
+
+def _text_cut(text: str, start: int, stop: int) -> int:
+    """Where to end a chunk starting at ``start`` and ending by ``stop``: the best kind of cut in the
+    window's second half, else the last cut of any kind, else ``stop``."""
+    ends = [[match.end() for match in cut.finditer(text, start + 1, stop)] for cut in _TEXT_CUTS]
+    half = start + (stop - start) // 2
+    for found in ends:
+        if found and found[-1] > half:
+            return found[-1]
+    return max((found[-1] for found in ends if found), default=stop)
 
 
 def split_phonemes(phonemes: str, max_tokens: int = MAX_PHONEME_TOKENS) -> list[str]:

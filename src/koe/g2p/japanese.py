@@ -129,9 +129,17 @@ def _romanizer(cutlet: Any) -> Any:
             return str(super()._romaji_word(word))
 
         def tokens(self, words: list[Any]) -> tuple[list[Any], list[int]]:
-            """The romanizer's tokens and, per token, how many of ``words`` it joined (dictionary words)."""
+            """The romanizer's tokens and, per token, how many of ``words`` it joined (dictionary words).
+
+            The romanizer looks for the longest dictionary word at each word by joining every word after
+            it (all of koe's words are of one type): cubic in a text's words, minutes for a few thousand.
+            No dictionary word holds a punctuation mark, so the words are romanized a sentence or clause at
+            a time (:func:`_clauses`), which gives the same tokens in time linear in the text.
+            """
             self._surfaces = []
-            tokens = self._romaji_tokens(words)
+            tokens: list[Any] = []
+            for clause in _clauses(words):
+                tokens += self._romaji_tokens(clause)
             groups: list[int] = []
             index = 0
             for surface in self._surfaces:
@@ -144,6 +152,27 @@ def _romanizer(cutlet: Any) -> Any:
             return tokens, groups
 
     return Romanizer()
+
+
+#: Marks that end a clause for the romanizer: no word of its dictionary holds one, and what it does at a
+#: mark touches only the token before it.
+_CLAUSE_MARKS = frozenset("、。，．,.！？!?「」『』（）()…・：；:;")
+
+
+def _clauses(words: list[Any]) -> list[list[Any]]:
+    """``words`` cut after each run of clause marks (a mark run stays with the clause it ends)."""
+    clauses: list[list[Any]] = []
+    start = 0
+    for index in range(1, len(words)):
+        if _is_mark(words[index - 1]) and not _is_mark(words[index]):
+            clauses.append(words[start:index])
+            start = index
+    clauses.append(words[start:])
+    return clauses
+
+
+def _is_mark(word: Any) -> bool:
+    return bool(word.surface) and all(char in _CLAUSE_MARKS for char in word.surface)
 
 
 #: The word type misaki's romanizer reads by its reading (fugashi's "kana or kanji"); OpenJTalk's readings
@@ -189,10 +218,13 @@ def _assemble(tokens: list[Any]) -> tuple[str, list[tuple[int, int] | None]]:
     drop = {match.start() for match in _GLOTTAL_SPACE.finditer(text)}
     kept = [pair for position, pair in enumerate(collapsed) if position not in drop]
     phonemes = "".join(char for char, _ in kept)
-    spans: list[tuple[int, int] | None] = []
-    for index in range(len(tokens)):
-        where = [p for p, (char, owner) in enumerate(kept) if owner == index and char not in _PUNCTUATION]
-        spans.append((where[0], where[-1] + 1) if where else None)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for position, (char, owner) in enumerate(kept):
+        if owner >= 0 and char not in _PUNCTUATION:
+            first.setdefault(owner, position)
+            last[owner] = position
+    spans = [(first[index], last[index] + 1) if index in first else None for index in range(len(tokens))]
     return phonemes, spans
 
 

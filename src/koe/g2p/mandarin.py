@@ -2,8 +2,9 @@
 
 jieba cuts the text into words, pypinyin gives each word's tones, misaki maps them to Kokoro's symbols
 (tone arrows included) — what ``misaki.zh.ZHG2P()`` does, done word by word here so that every word is
-timed. Arabic numbers are read by cn2an (3.14 → 三点一四, 15% → 百分之十五, a year digit by digit: 2025年 →
-二零二五年), each number one timed word.
+timed. Arabic numbers are read by cn2an (15% → 百分之十五, a year digit by digit: 2025年 → 二零二五年),
+each number one timed word; their decimals are read digit by digit here (3.14 → 三点一四), as is a whole
+part longer than cn2an reads (it cuts decimals at 16 digits and fails on a longer whole part).
 Latin-script words go to the English G2P when one is given (docs/languages.md), as misaki's newer
 Chinese frontend does. jieba builds its prefix dictionary on first use (~1.6 s) and caches it in the
 temporary directory.
@@ -33,6 +34,11 @@ _PIECE = re.compile(
     r"|(?P<mark>.)",
     re.S,
 )
+#: A number piece: its whole part, decimals, percent sign and year mark.
+_NUMBER = re.compile(r"(\d+)(?:\.(\d+))?(%?)(年?)")
+#: The longest whole part cn2an reads as a number; past it, it gives the digits back and the reading fails.
+_CN2AN_DIGITS = 16
+_DIGITS = "零一二三四五六七八九"
 #: Chinese punctuation → the marks Kokoro knows (misaki's own mapping); a pause, not a word.
 _MARKS = {
     "、": ",", "，": ",", "。": ".", "．": ".", "！": "!", "：": ":", "；": ";", "？": "?",
@@ -110,8 +116,7 @@ class MandarinG2P:
         with self._lock:
             try:
                 if kind == "number":
-                    spoken = self._cn2an.transform(piece, "an2cn")
-                    return [(at, at + len(piece), self._han(spoken), None)]
+                    return [(at, at + len(piece), self._han(self._number(piece)), None)]
                 result: list[tuple[int, int, str, list[WordSpan] | None]] = []
                 for word, start, end in self._jieba.tokenize(piece):
                     result.append((at + start, at + end, self._zh.word2ipa(word), None))
@@ -119,9 +124,26 @@ class MandarinG2P:
             except Exception as exc:  # jieba, pypinyin and cn2an raise assorted errors on odd input
                 raise SynthesisError(f"Mandarin G2P failed on {piece!r}: {exc}") from exc
 
+    def _number(self, piece: str) -> str:
+        """A number piece in Chinese characters (see the module)."""
+        match = _NUMBER.fullmatch(piece)
+        assert match is not None  # a number piece is what _PIECE's number group matched
+        whole, decimals, percent, year = match.groups()
+        if decimals is None and len(whole) <= _CN2AN_DIGITS:
+            return str(self._cn2an.transform(piece, "an2cn"))
+        said = str(self._cn2an.transform(whole, "an2cn")) if len(whole) <= _CN2AN_DIGITS else _digits(whole)
+        if decimals is not None:
+            said += "点" + _digits(decimals)
+        return ("百分之" if percent else "") + said + year
+
     def _han(self, text: str) -> str:
         """Chinese characters (a number cn2an wrote out) as phonemes, word by word."""
         return " ".join(self._zh.word2ipa(word) for word in self._jieba.lcut(text))
+
+
+def _digits(digits: str) -> str:
+    """Arabic digits as Chinese ones, one by one (0 → 零)."""
+    return "".join(_DIGITS[int(digit)] for digit in digits)
 
 
 def _mark(out: str, mark: str) -> str:

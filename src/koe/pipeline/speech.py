@@ -33,13 +33,13 @@ from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
 from koe.engine.voices import AMERICAN, DEFAULT_VOICE, VOICES, VoiceBank, parse_blend
 from koe.errors import VoiceError
 from koe.g2p.base import G2P
-from koe.g2p.chunk import split_phonemes
+from koe.g2p.chunk import G2P_CHUNK_CHARS, split_phonemes, split_text
 from koe.g2p.registry import G2PRegistry
 from koe.pipeline.params import validate_lang
 from koe.pipeline.seams import Trim, trim
 from koe.pipeline.voice import Voice, resolve_voice
 from koe.settings import Settings
-from koe.text.languages.lookup import segmenter_for
+from koe.text.languages.lookup import rules_for, segmenter_for
 from koe.text.languages.scripts import check_script
 from koe.text.segment import Segment
 from koe.types import SAMPLE_RATE, Audio
@@ -179,8 +179,14 @@ class Speech:
         """Phoneme pieces of ``text``, each within the model's window; ``[]`` when nothing is speakable."""
         return [piece.phonemes for piece in self.phonemize_words(text, lang)]
 
-    def phonemize_words(self, text: str, lang: str = AMERICAN) -> list[PhonemePiece]:
+    def phonemize_words(
+        self, text: str, lang: str = AMERICAN, cancel: threading.Event | None = None
+    ) -> list[PhonemePiece]:
         """Like :meth:`phonemize`, with each piece's words (to time them with the engine's durations).
+
+        The text is read a chunk at a time (:func:`koe.g2p.chunk.split_text`, its length scaled to the
+        language's characters); once ``cancel`` is set no further chunk is read and ``[]`` is returned, so
+        a cancel waits for one chunk's G2P at most.
 
         Raises:
             ConfigError: ``text`` is in a script ``lang`` cannot read (``unsupported_script``).
@@ -190,7 +196,26 @@ class Speech:
         if not text.strip():
             return []
         check_script(text, lang)
-        phonemes, spans = self.g2p.get(lang).phonemize_words(text)
+        g2p = self.g2p.get(lang)
+        chunk_chars = round(G2P_CHUNK_CHARS / rules_for(lang).chars_per_char)
+        phonemes = ""
+        spans: list[WordSpan] = []
+        for start, end in split_text(text, chunk_chars):
+            if cancel is not None and cancel.is_set():
+                return []
+            said, timed = g2p.phonemize_words(text[start:end])
+            if not said:
+                continue
+            if phonemes:
+                phonemes += " "
+            base = len(phonemes)
+            spans += (
+                WordSpan(
+                    t.text_start + start, t.text_end + start, t.phoneme_start + base, t.phoneme_end + base
+                )
+                for t in timed
+            )
+            phonemes += said
         pieces: list[PhonemePiece] = []
         cursor = 0
         for piece in split_phonemes(phonemes):  # pieces are substrings: the phonemes are already normalized
@@ -372,7 +397,7 @@ class SegmentDecode:
         engine = self._speech.engine
         self._pieces = deque()
         words = _Words()
-        for piece in self._speech.phonemize_words(self._text, self._voice.lang):
+        for piece in self._speech.phonemize_words(self._text, self._voice.lang, self._cancel):
             stream = engine.stream(
                 self._request(piece),
                 windowed=self._windowed,
@@ -396,7 +421,7 @@ class SegmentDecode:
     def requests(self) -> list[SynthesisRequest]:
         """G2P only: the engine requests of the whole segment (one per phoneme piece), for an engine call
         shared with other segments; :meth:`complete` takes that call's results."""
-        self._planned = self._speech.phonemize_words(self._text, self._voice.lang)
+        self._planned = self._speech.phonemize_words(self._text, self._voice.lang, self._cancel)
         return [self._request(piece) for piece in self._planned]
 
     def complete(self, utterances: Sequence[Utterance]) -> tuple[list[WordTiming], Audio]:

@@ -370,7 +370,9 @@ class SegmentStream:
         What is joined is cut short (:data:`MIN_HINT_CHARS`), so that it ends at its first clause where it
         has one: stage A runs on the whole utterance before its first window, at ~1 ms per frame here, so
         each second of audio joined beyond what windowing needs delays the first word by ~40 ms. A cut that
-        lands inside a phrase is joined with what follows it, so the utterance still ends at a pause.
+        lands inside a phrase is joined with what follows it, so the utterance still ends at a pause — but
+        never past the segmenter's hard maximum (:attr:`Segmenter.max_chars`): text with no pause in it (a
+        number thousands of digits long) would otherwise become one segment, whose G2P no cancel reaches.
         """
         key = segment_key(self._speech.identity, self.voice, first.spoken_text)
         if self._cache is not None and key in self._cache:
@@ -387,6 +389,8 @@ class SegmentStream:
                     break  # this call's slice of text is used up
                 if not self._cut:
                     break  # the text holds no next segment yet
+                if len(first.text) + 1 + len(self._cut[0].text) > self._segmenter.max_chars:
+                    break  # text without a pause (a long number) is not joined past a segment's limit
                 first, joined = first.joined(self._cut.popleft()), True
                 self._joined += 1
         finally:

@@ -4,7 +4,9 @@ One left-to-right pass over the text with a single alternation of rules.  Every 
 remembers the source span it came from, so a word in the spoken text can be pointed back at what the LLM
 wrote (captions, word timings, truncating the transcript at an interruption).  Numbers, currency,
 percentages and abbreviations are left to misaki, which already reads them right; only the forms it
-misreads are rewritten here (measurements in docs/text.md).
+misreads are rewritten here (measurements in docs/text.md).  Whatever the rules made of a number, one too
+long to be a quantity is then read digit by digit (:mod:`koe.text.digits`), so no input makes the G2P's
+work superlinear.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from koe.errors import ConfigError
+from koe.text.digits import ENGLISH_DIGITS, DigitReading, long_numbers
 from koe.text.spoken import RULES, Say
 
 #: Nothing is worth saying unless it contains a letter or a digit.
@@ -75,6 +78,29 @@ class _Builder:
             else:
                 self._add(ch, start, end)
 
+    def read_long_numbers(self, reading: DigitReading) -> None:
+        """Rewrite the numbers past the ceiling in what is built so far (:func:`long_numbers`), each new
+        character standing for the source of the characters it replaces."""
+        said = long_numbers("".join(self.chars), reading)
+        if not said:
+            return
+        chars, starts, ends = self.chars, self.starts, self.ends
+        self.chars, self.starts, self.ends = [], [], []
+        kept = 0  # characters before this one are copied or replaced
+        for part in said:
+            self._copy(chars, starts, ends, kept, part.start)
+            if part.text is None:
+                self._copy(chars, starts, ends, part.start, part.end)
+            else:
+                self.put(part.text, starts[part.start], ends[part.end - 1], verbatim=False)
+            kept = part.end
+        self._copy(chars, starts, ends, kept, len(chars))
+
+    def _copy(self, chars: list[str], starts: list[int], ends: list[int], start: int, end: int) -> None:
+        self.chars += chars[start:end]
+        self.starts += starts[start:end]
+        self.ends += ends[start:end]
+
     def _add(self, ch: str, start: int, end: int) -> None:
         self.chars.append(ch)
         self.starts.append(start)
@@ -104,12 +130,13 @@ def _compiled(rules: Rules) -> tuple[re.Pattern[str], dict[str, Callable[[re.Mat
     return master, {name: handler for name, _, handler in rules}
 
 
-def normalize(text: str, rules: Rules = RULES) -> Normalized:
+def normalize(text: str, rules: Rules = RULES, digits: DigitReading = ENGLISH_DIGITS) -> Normalized:
     """Rewrite ``text`` for G2P and keep, per spoken character, the source span it came from.
 
     Args:
         text: a segment (or any text) as the LLM wrote it.
         rules: the rules to apply (English by default; other languages': :mod:`koe.text.languages`).
+        digits: how the language reads a number past :data:`koe.text.digits.MAX_NUMBER_DIGITS`.
 
     Returns:
         ``spoken`` ("" when nothing in it can be said: a rule, a lone bracket, an emoji) and its alignment,
@@ -125,4 +152,5 @@ def normalize(text: str, rules: Rules = RULES) -> Normalized:
             out.put(part.text, part.start, part.end, verbatim=part.verbatim)
         pos = match.end()
     out.put(text[pos:], pos, len(text), verbatim=True)
+    out.read_long_numbers(digits)
     return out.result()

@@ -189,6 +189,12 @@ class Segmenter:
         self._strand = max(1, round(STRAND_CHARS / language.chars_per_char))
         self.reset()
 
+    @property
+    def max_chars(self) -> int:
+        """The hard maximum of a segment (its options' ``max_chars``): a caller joining segments keeps to it
+        too, so that no segment's G2P and phonemes grow with the text."""
+        return self._options.max_chars
+
     def reset(self) -> None:
         """Forget the current turn and its limit; the next text starts a new turn (offsets from 0)."""
         self._scanner = Scanner(self._language.abbreviations, self._language.inverted_marks)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from koe.text.digits import SPACED, DigitReading
 from koe.text.languages.markup import web_rules, with_markup
 from koe.text.normalize import Rules
 from koe.text.say import Handler, Say, say
@@ -129,6 +130,16 @@ MANDARIN: Rules = with_markup(
     ("degrees", _DEGREES, say("度")),
     ("number_sign", r"#(?P<ns_n>\d+)", lambda m: [Say(f"{m.group('ns_n')}号", m.start(), m.end())]),
 )  # fmt: skip
+
+
+#: Kanji digits run together, which OpenJTalk reads as a number is read out, digit by digit (五五五 →
+#: ごーごーごー, 〇 as ゼロ or まる); Arabic digits apart it reads as one number ("10 2" → 12), and fails on
+#: a lone 0.
+JAPANESE_DIGITS = DigitReading(tuple("〇一二三四五六七八九"), "", "、", "点")
+#: Chinese digits, read one by one by the Mandarin G2P itself (cn2an fails past 16 digits).
+MANDARIN_DIGITS = DigitReading(tuple("零一二三四五六七八九"), "", "，", "点")
+#: Digits apart, which espeak-ng reads in Hindi; the point is दशमलव, as the decimal rule says it.
+HINDI_DIGITS = DigitReading(SPACED, " ", ", ", " दशमलव ")
 
 
 def _hindi_money(whole: str, decimals: str | None, unit: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from koe.text.digits import ENGLISH_DIGITS, DigitReading
 from koe.text.normalize import Normalized, Rules, normalize
 from koe.text.spoken import RULES
 
@@ -44,6 +45,7 @@ class TextRules:
         inverted_marks: ``¿`` and ``¡`` open a question or exclamation that no clause cut may split.
         word_break: whether a segment too long for its limit may be cut before ``text[i]`` (never inside
             a word); None: at spaces and next to any CJK character.
+        digits: how a number too long to be a quantity is given to the G2P (:mod:`koe.text.digits`).
     """
 
     lang: str
@@ -54,10 +56,11 @@ class TextRules:
     abbreviations: Abbreviations | None = None
     inverted_marks: bool = False
     word_break: Callable[[str, int], bool] | None = None
+    digits: DigitReading = ENGLISH_DIGITS
 
     def normalize(self, text: str) -> Normalized:
         """``text`` as this language's G2P should read it (:func:`koe.text.normalize.normalize`)."""
-        return normalize(text, self.rules)
+        return normalize(text, self.rules, self.digits)
 
     def first_min_units(self, first_min_words: int) -> int:
         """Units a first clause needs in this language for ``first_min_words`` English words."""

@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from koe.languages import CODES, language
-from koe.text.languages.asian import HINDI, JAPANESE, MANDARIN
+from koe.text.languages.asian import (
+    HINDI,
+    HINDI_DIGITS,
+    JAPANESE,
+    JAPANESE_DIGITS,
+    MANDARIN,
+    MANDARIN_DIGITS,
+)
 from koe.text.languages.base import ENGLISH, Abbreviations, TextRules
 from koe.text.languages.europe import EUROPEAN
 from koe.text.languages.units import hindi_words, japanese_morae, japanese_word_break, mandarin_syllables
@@ -27,6 +34,7 @@ _RULES: dict[str, TextRules] = {
         unit_starts=hindi_words,
         chars_per_char=CHARS_PER_CHAR["hi"],
         abbreviations=_NONE,
+        digits=HINDI_DIGITS,
     ),
     "ja": TextRules(
         "ja",
@@ -36,6 +44,7 @@ _RULES: dict[str, TextRules] = {
         units_per_word=5 / 3,
         chars_per_char=CHARS_PER_CHAR["ja"],
         abbreviations=_NONE,
+        digits=JAPANESE_DIGITS,
     ),
     "zh": TextRules(
         "zh",
@@ -44,6 +53,7 @@ _RULES: dict[str, TextRules] = {
         units_per_word=4 / 3,
         chars_per_char=CHARS_PER_CHAR["zh"],
         abbreviations=_NONE,
+        digits=MANDARIN_DIGITS,
     ),
 }
 assert set(_RULES) == set(CODES), "every language has its text rules"

@@ -77,12 +77,17 @@ def _number(words: Words) -> Handler:
 
 
 def _money(words: Words) -> Handler:
+    """An amount with its currency; one with more than two decimals is no sum in cents, and is said with
+    all of them ("1,555 €" → "1 coma 555 euros")."""
+
     def handler(m: re.Match[str]) -> list[Say]:
         symbol = m.group("mb_s") or m.group("ma_s")
         whole, cents = _parts(words, m.group("mb_n") or m.group("ma_n"))
         one, many = words.money[symbol]
         unit = one if whole == "1" else many
-        if cents is None or int(cents) == 0 or len(cents) > 2:
+        if cents is not None and len(cents) > 2:
+            return [Say(f"{whole} {words.decimal} {cents} {many}", m.start(), m.end())]
+        if cents is None or int(cents) == 0:
             return [Say(f"{whole} {unit}", m.start(), m.end())]
         return [Say(words.cents(whole, int(cents.ljust(2, "0")), unit), m.start(), m.end())]
 
