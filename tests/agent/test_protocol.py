@@ -24,9 +24,9 @@ def test_ask_read_and_interrupt_are_parsed() -> None:
 
 
 def test_an_invocation_body_names_its_mode_and_session() -> None:
-    request, session = parse_invocation(b'{"prompt":"Why?","session_id":"abc"}', max_bytes=LIMIT)
+    request, session = parse_invocation(b'{"prompt":"Why?","session_id":"abc"}', None, max_bytes=LIMIT)
     assert (request, session) == (Ask("Why?"), "abc")
-    request, session = parse_invocation(b'{"read":"Text.","first_token_delay_s":0}', max_bytes=LIMIT)
+    request, session = parse_invocation(b'{"read":"Text.","first_token_delay_s":0}', None, max_bytes=LIMIT)
     assert (request, session) == (Read("Text.", ReplayPace(30.0, 0.0)), None)
 
 
@@ -64,5 +64,5 @@ def test_bad_frames_get_a_named_error(frame: str, code: str) -> None:
 )
 def test_bad_invocation_bodies_are_refused(body: bytes) -> None:
     with pytest.raises(KoeError) as caught:
-        parse_invocation(body, max_bytes=LIMIT)
+        parse_invocation(body, None, max_bytes=LIMIT)
     assert caught.value.code in {"invalid_message", "invalid_field"}

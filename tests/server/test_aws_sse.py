@@ -10,10 +10,13 @@ import wave
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
+from koe.wire.fields import MAX_REQUEST_ID_CHARS
 from live_server import LiveServer
 from sse_events import sse_events
 from support.fake import fake_seconds
+from ws_events import Event, receive, run, send
 
 TEXT = "Hello there."
 
@@ -78,3 +81,24 @@ def test_null_optional_fields_mean_their_defaults(fake_server: LiveServer) -> No
     with wave.open(io.BytesIO(response.content)) as wav:  # the defaults: WAV at 24 kHz
         assert wav.getframerate() == 24000
         assert len(wav.readframes(1 << 30)) == round(fake_seconds(TEXT) * 24000) * 2
+
+
+def test_a_request_id_is_bounded_alike_over_http_and_the_websocket(fake_server: LiveServer) -> None:
+    """An id echoed in every event must not multiply the response: 200 KB of id once made 206 KB of SSE
+    1.8 MB. Both of the AWS sample's transports refuse one character over the limit the same way."""
+    too_long = "r" * (MAX_REQUEST_ID_CHARS + 1)
+    refused = invoke(fake_server, request_id=too_long)
+    assert (refused.status_code, refused.json()["error"]) == (400, "invalid_message")
+    assert too_long not in refused.text
+
+    async def over_the_socket() -> Event:
+        async with connect(fake_server.ws_url + "/invocations-bidirectional-stream") as ws:
+            await send(ws, {"text": TEXT, "request_id": too_long})
+            return await receive(ws)
+
+    error = run(over_the_socket)
+    assert isinstance(error, dict) and (error["type"], error["code"]) == ("error", "invalid_message")
+    at_the_limit = "r" * MAX_REQUEST_ID_CHARS
+    assert {event["request_id"] for event in sse_events(invoke(fake_server, request_id=at_the_limit))} == {
+        at_the_limit
+    }

@@ -12,11 +12,14 @@ import soundfile as sf
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from live_checks import failures_logged, metric
 from live_server import LiveServer
 from support.fake import fake_seconds
 from ws_events import audio, of_type, run, send, until
 
 TEXT = "Hello there."
+#: Requests admitted to synthesis over HTTP, by the server's own count.
+ADMITTED = 'koe_sessions_total{transport="http"}'
 
 
 def speak(server: LiveServer, query: str, text: str = TEXT) -> httpx.Response:
@@ -112,6 +115,43 @@ def test_refusals_come_in_deepgrams_error_shape(
     assert set(error) == {"err_code", "err_msg", "request_id"}
     assert says in error["err_msg"]
     assert error["request_id"] == response.headers["x-request-id"]
+
+
+#: Query values that broke the response after its synthesis was admitted: a ``model`` echoed into
+#: ``dg-model-name`` that no header can carry, a ``sample_rate`` that ``str.isdigit`` passes and ``int``
+#: refuses (or, in another script's digits, takes).
+HOSTILE_QUERIES = {
+    "emoji-model": "voice=af_heart&model=%F0%9F%98%80",
+    "crlf-model": "voice=af_heart&model=af_heart%0D%0AX-Smuggled:%20yes",
+    "ideographic-space-model": "voice=af_heart&model=%E3%80%80",
+    "nul-model": "voice=af_heart&model=af_heart%00",
+    "superscript-rate": "encoding=linear16&sample_rate=%C2%B2",
+    "5000-nines-rate": "encoding=linear16&sample_rate=" + "9" * 5000,
+    "arabic-indic-rate": "encoding=linear16&sample_rate=%D9%A1%D9%A6%D9%A0%D9%A0%D9%A0",  # 16000
+    "underscored-rate": "encoding=linear16&sample_rate=16_000",
+}
+
+
+@pytest.mark.parametrize("query", list(HOSTILE_QUERIES.values()), ids=list(HOSTILE_QUERIES))
+def test_hostile_query_values_are_invalid_field_before_admission_and_log_no_failure(
+    fake_server: LiveServer, query: str
+) -> None:
+    admitted = metric(fake_server, ADMITTED)
+    with failures_logged() as failures, httpx.Client(timeout=60) as client:
+        response = client.post(f"{fake_server.http_url}/v1/speak?{query}", json={"text": TEXT})
+        # answered after the refusal's step on the server's loop, where a failure would have been logged
+        assert client.get(fake_server.http_url + "/ping").status_code == 200
+    assert (response.status_code, response.json()["err_code"]) == (400, "invalid_field"), response.text
+    assert "x-smuggled" not in response.headers and "dg-model-name" not in response.headers
+    assert len(response.json()["err_msg"]) < 200
+    assert metric(fake_server, ADMITTED) == admitted
+    assert [record.getMessage() for record in failures] == []
+
+
+def test_a_blend_with_spaces_inside_is_echoed_in_dg_model_name_as_it_came(fake_server: LiveServer) -> None:
+    response = speak(fake_server, "encoding=linear16&model=af_bella(2)%20%2B%20af_sky(1)")
+    assert response.status_code == 200, response.text
+    assert response.headers["dg-model-name"] == "af_bella(2) + af_sky(1)"
 
 
 # --- WebSocket -----------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Segmenting pathological text never holds the event loop: at most a slice of text is segmented before
-every other connection gets its turn, and ``/ping`` answers while it goes on.
+"""Segmenting pathological text, or encoding a complete file, never holds the event loop: at most a slice
+of text is segmented before every other connection gets its turn, a file is encoded in a thread, and
+``/ping`` answers while either goes on.
 
 The loop's turns are counted by a callback that re-schedules itself on every turn; each call of the
 segmenter records the turn it ran in. Without slicing, a 20,000-character request of ``"| "`` was segmented
@@ -9,6 +10,8 @@ in one go (0.9 s measured before the fix) and queued no job, so admission never 
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -19,11 +22,13 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from koe.audio.encoder import encode_whole
 from koe.pipeline.stream import FEED_SLICE_CHARS
+from koe.server import responses
 from koe.text.segment import Segmenter
-from live_checks import wait_for
-from live_server import LiveServer
-from ws_events import of_type, run, send, until
+from live_checks import failures_logged, metric, wait_for
+from live_server import LOOPBACK, LiveServer
+from ws_events import WAIT_S, of_type, run, send, until
 
 #: A word of the text below is at most this long: a slice ends after the word that crosses its end.
 LONGEST_WORD = 16
@@ -166,3 +171,79 @@ def test_another_sessions_turn_is_spoken_while_a_long_one_is_segmented(
 
     run(main)
     assert order == ["other", "flood"]
+
+
+#: Longer than any healthy round trip of /ping on a loaded machine, shorter than the encoding is held.
+PING_TIMEOUT_S = 20.0
+OPEN_HTTP = 'koe_active_sessions{transport="http"}'
+WHOLE_MP3 = {"text": "Hello there. How are you?", "format": "mp3", "stream": False}
+
+
+class HeldEncoding:
+    """``encode_whole`` held at its start until released, recording the thread it ran on and its end."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started = threading.Event()
+        self.released = threading.Event()
+        self.finished = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+        def held(*args: Any, **kwargs: Any) -> bytes:
+            self.threads.append(threading.current_thread())
+            self.started.set()
+            self.released.wait(WAIT_S)  # on the loop (the fault under test) this is what /ping waits out
+            try:
+                return encode_whole(*args, **kwargs)
+            finally:
+                self.finished.set()
+
+        monkeypatch.setattr(responses, "encode_whole", held)
+
+
+@pytest.fixture()
+def encoding(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldEncoding]:
+    held = HeldEncoding(monkeypatch)
+    yield held
+    held.released.set()
+
+
+def test_ping_is_answered_while_a_whole_file_is_encoded(
+    fake_server: LiveServer, encoding: HeldEncoding
+) -> None:
+    results: list[httpx.Response] = []
+    work = in_thread(
+        lambda: results.append(
+            httpx.post(fake_server.http_url + "/invocations", json=WHOLE_MP3, timeout=WAIT_S)
+        )
+    )
+    try:
+        assert encoding.started.wait(WAIT_S)
+        assert httpx.get(fake_server.http_url + "/ping", timeout=PING_TIMEOUT_S).status_code == 200
+    finally:
+        encoding.released.set()
+        work.join()
+    assert results[0].status_code == 200 and results[0].headers["content-type"] == "audio/mpeg"
+    assert float(results[0].headers["x-audio-duration"]) > 0
+    assert encoding.threads[0] is not fake_server.thread
+
+
+def test_a_client_that_leaves_while_its_file_is_encoded_frees_its_slot_at_once(
+    fake_server: LiveServer, encoding: HeldEncoding
+) -> None:
+    """The wait for the encoding is cancelled with the request; the encoding finishes in its thread and is
+    dropped without a failure logged."""
+    body = json.dumps(WHOLE_MP3).encode()
+    head = (
+        f"POST /invocations HTTP/1.1\r\nHost: {LOOPBACK}:{fake_server.port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    with failures_logged() as failures:
+        with socket.create_connection((LOOPBACK, fake_server.port)) as client:
+            client.sendall(head.encode() + body)
+            assert encoding.started.wait(WAIT_S)
+        # the encoding is still held here: only a wait that was cancelled can free the slot
+        wait_for(lambda: metric(fake_server, OPEN_HTTP) == 0, "the request's slot to be freed")
+        encoding.released.set()
+        assert encoding.finished.wait(WAIT_S)
+        assert httpx.get(fake_server.http_url + "/ping").status_code == 200
+    assert [record.getMessage() for record in failures] == []

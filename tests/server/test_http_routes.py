@@ -147,6 +147,36 @@ def test_an_oversized_body_and_a_foreign_content_type_are_refused(koe_server: Li
     assert (xml.status_code, xml.json()["error"]) == (415, "unsupported_media_type")
 
 
+def refusal_code(response: httpx.Response) -> str:
+    """koe's error code in whichever shape the route answers: Deepgram's, OpenAI's or koe's own."""
+    body = response.json()
+    if "err_code" in body:
+        return str(body["err_code"])
+    error = body["error"]
+    return str(error["code"] if isinstance(error, dict) else error)
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [
+        ("/v1/speak", "text/plain"),
+        ("/v1/speak", "application/x-www-form-urlencoded"),
+        ("/agent/invocations", "text/plain; charset=utf-8"),
+        ("/agent/invocations", "application/x-www-form-urlencoded"),
+        ("/v1/audio/speech", "text/plain"),
+        ("/invocations", "application/x-www-form-urlencoded"),  # text/plain is spoken there
+    ],
+)
+def test_a_body_of_a_media_type_the_route_does_not_read_is_415_on_every_route(
+    fake_server: LiveServer, path: str, content_type: str
+) -> None:
+    response = httpx.post(
+        fake_server.http_url + path, content=b"text=Hello+there.", headers={"content-type": content_type}
+    )
+    assert (response.status_code, refusal_code(response)) == (415, "unsupported_media_type")
+    assert content_type in response.text  # the message says what came
+
+
 def test_metrics_are_prometheus_text_with_koe_series(koe_server: LiveServer) -> None:
     httpx.post(koe_server.http_url + "/invocations", json={"text": "Count me.", "format": "pcm"}, timeout=120)
     httpx.post(koe_server.http_url + "/invocations", json={"text": "Count me.", "voice": "zz_nobody"})

@@ -19,6 +19,7 @@ from koe.agent.replay import (
     ReplayPace,
 )
 from koe.errors import ConfigError, ProtocolError
+from koe.wire.body import body_media_type
 from koe.wire.fields import lang_field, number_field, preview, speed_field, voice_field
 from koe.wire.json import parse_object
 
@@ -73,15 +74,18 @@ def parse_message(data: str | bytes, *, max_bytes: int) -> ClientMessage:
     raise ProtocolError(f"expected type to be one of ask, read, interrupt; got {preview(kind)}")
 
 
-def parse_invocation(body: bytes, *, max_bytes: int) -> tuple[TurnRequest, str | None]:
-    """A ``POST /invocations`` body: ``{"prompt": ...}`` or ``{"read": ...}``, with ``session_id``.
+def parse_invocation(
+    body: bytes, content_type: str | None, *, max_bytes: int
+) -> tuple[TurnRequest, str | None]:
+    """A ``POST /invocations`` JSON body: ``{"prompt": ...}`` or ``{"read": ...}``, with ``session_id``.
 
     Returns:
         The request and the session id it names (``None``: a conversation of one turn).
 
     Raises:
-        as :func:`parse_message`.
+        as :func:`parse_message`; ConfigError: not JSON by its ``content_type`` (``unsupported_media_type``).
     """
+    body_media_type(content_type)
     obj = parse_object(body, max_bytes=max_bytes, what="body")
     if ("prompt" in obj) == ("read" in obj):
         raise ProtocolError("expected exactly one of prompt (ask the LLM) or read (text to read aloud)")

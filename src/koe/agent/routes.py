@@ -119,7 +119,10 @@ class AgentEndpoints:
     async def invocations(self, request: Request) -> Response:
         """Start a turn and stream its events; errors before the turn are JSON with their HTTP status."""
         limit = _body_limit(self.agent)
-        turn_request, session_id = parse_invocation(await read_body(request, limit), max_bytes=limit)
+        body = await read_body(request, limit)
+        turn_request, session_id = parse_invocation(
+            body, request.headers.get("content-type"), max_bytes=limit
+        )
         session_id = session_id or session_id_of(request.headers.get(AGENTCORE_SESSION_HEADER), _HEADER_NAME)
         named = session_id is not None
         held = ExitStack()

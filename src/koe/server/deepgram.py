@@ -5,7 +5,9 @@ Deepgram plugin (``synthesize()``) call. ``model`` names the voice (:func:`~koe.
 ``encoding`` and ``container`` pick the format as Deepgram defines them (docs/api.md). The audio streams as
 it is synthesized, except FLAC, answered whole so that its header holds the length and checksum.
 Responses carry Deepgram's ``dg-model-name``, ``dg-char-count`` and ``dg-request-id`` headers; refusals
-Deepgram's ``{"err_code", "err_msg", "request_id"}`` body.
+Deepgram's ``{"err_code", "err_msg", "request_id"}`` body. Every value a header echoes is checked with the
+rest of the request, before the synthesis is admitted: a header that fails once the response exists would
+leave it admitted and never sent.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from koe.server.request_id import request_id_of
 from koe.server.requests import SpeechRequest, field_named, nonempty, request_text
 from koe.server.responses import respond
 from koe.types import SAMPLE_RATE
-from koe.wire.body import read_body
-from koe.wire.fields import preview, sample_rate_field
+from koe.wire.body import body_media_type, read_body
+from koe.wire.fields import MAX_VOICE_CHARS, header_value_field, int_query_field, preview, sample_rate_field
 from koe.wire.json import parse_object
 
 #: Deepgram's encodings → (the format for each container it allows, its default container).
@@ -71,32 +73,39 @@ def speak_format(query: Mapping[str, str]) -> tuple[AudioFormat, int]:
     with field_named("sample_rate"):
         if rate is None:
             return fmt, _TELEPHONY_RATE if telephony else SAMPLE_RATE
-        if not rate.strip().isdigit():
-            raise ConfigError(f"sample_rate must be an integer, got {preview(rate)}", code="invalid_field")
-        return fmt, sample_rate_field(int(rate), fmt)
+        return fmt, sample_rate_field(int_query_field("sample_rate", rate), fmt)
 
 
 def parse_speak(
-    body: bytes, query: Mapping[str, str], *, max_chars: int, default_voice: str
-) -> SpeechRequest:
+    body: bytes, content_type: str | None, query: Mapping[str, str], *, max_chars: int, default_voice: str
+) -> tuple[SpeechRequest, str]:
     """Deepgram's REST request: ``{"text": ...}`` and the query's voice, speed and format.
 
+    Returns:
+        The request, and the model name its ``dg-model-name`` header echoes (the voice without a model).
+
     Raises:
-        ProtocolError, ConfigError: a malformed body or a bad parameter (400); LimitError (413).
+        ProtocolError, ConfigError: a malformed body or a bad parameter (400), ``unsupported_media_type``
+            (415); LimitError (413).
     """
+    body_media_type(content_type)
     obj = parse_object(body, max_bytes=None, what="body")
     text = nonempty(request_text(obj, "text", max_chars), "text")
     fmt, rate = speak_format(query)
     with field_named("model"):
         options = parse_query({name: query[name] for name in ("model", "voice", "speed") if name in query})
-    return SpeechRequest(
+    voice = options.voice or default_voice
+    echoed = "model" if query.get("model") else "voice"
+    model_name = header_value_field(echoed, query.get("model") or voice, MAX_VOICE_CHARS)
+    request = SpeechRequest(
         text=text,
-        voice=options.voice or default_voice,
+        voice=voice,
         speed=options.speed or 1.0,
         format=fmt,
         sample_rate=rate,
         stream=fmt is not AudioFormat.FLAC,
     )
+    return request, model_name
 
 
 async def speak(request: Request) -> Response:
@@ -104,14 +113,18 @@ async def speak(request: Request) -> Response:
     received_at = time.monotonic()
     runtime.synthesizer()  # not ready: 503 before reading a body
     settings = runtime.settings
-    parsed = parse_speak(
+    parsed, model_name = parse_speak(
         await read_body(request, settings.max_body_bytes, settings.body_timeout_s),
+        request.headers.get("content-type"),
         request.query_params,
         max_chars=settings.max_request_chars,
         default_voice=settings.default_voice,
     )
+    headers = {
+        "dg-model-name": model_name,
+        "dg-char-count": str(len(parsed.text)),
+        "dg-request-id": request_id_of(request),  # header-safe: the middleware echoes only such ids
+    }
     response = await respond(runtime, parsed, received_at, request.receive)
-    response.headers["dg-model-name"] = request.query_params.get("model", parsed.voice)
-    response.headers["dg-char-count"] = str(len(parsed.text))
-    response.headers["dg-request-id"] = request_id_of(request)
+    response.headers.update(headers)
     return response

@@ -1,23 +1,26 @@
 """An ``x-request-id`` on every response of the ``/v1/`` routes, errors included.
 
 OpenAI-style clients log it (LiveKit's plugins warn on every response without one), and Deepgram's
-``dg-request-id`` repeats it. A client's own ``x-request-id`` is echoed when it is a short printable token,
-so that its logs and koe's name the same request; otherwise koe makes one.
+``dg-request-id`` repeats it. A client's own ``x-request-id`` is echoed when it is short, printable ASCII
+(:func:`~koe.wire.fields.header_safe`), so that its logs and koe's name the same request; otherwise koe
+makes one.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from koe.wire.fields import header_safe
+
 HEADER = "x-request-id"
 #: Routes whose responses carry the header.
 PREFIX = "/v1/"
-_ECHOED = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+#: The longest client's id echoed (a uuid is 36 characters).
+MAX_ECHOED_CHARS = 128
 
 
 def request_id_of(connection: HTTPConnection) -> str:
@@ -36,7 +39,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         offered = Headers(scope=scope).get(HEADER, "")
-        request_id = offered if _ECHOED.fullmatch(offered) else uuid.uuid4().hex
+        request_id = offered if header_safe(offered, MAX_ECHOED_CHARS) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
 
         async def send_with_id(message: Message) -> None:

@@ -17,11 +17,13 @@ from typing import Any
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, KoeError, LimitError, ProtocolError
 from koe.types import SAMPLE_RATE
+from koe.wire.body import JSON_MEDIA_TYPE, TEXT_MEDIA_TYPE, body_media_type
 from koe.wire.fields import (
     bool_field,
     format_field,
     lang_field,
     preview,
+    request_id_field,
     sample_rate_field,
     speed_field,
     text_field,
@@ -77,10 +79,6 @@ class SpeechRequest:
         return self.body is not Body.AUDIO
 
 
-def _media_type(content_type: str | None) -> str:
-    return (content_type or "application/json").split(";")[0].strip().lower()
-
-
 def optional(obj: Mapping[str, Any], name: str, default: Any) -> Any:
     """``obj[name]``, or ``default`` when it is missing or ``null``."""
     value = obj.get(name)
@@ -130,8 +128,7 @@ def parse_invocation(
         LimitError: ``text_too_long`` (413).
         ConfigError: ``request_stale`` (408) when ``request_timestamp`` is older than ``max_age_s``.
     """
-    media = _media_type(content_type)
-    if media == "text/plain":
+    if body_media_type(content_type, (JSON_MEDIA_TYPE, TEXT_MEDIA_TYPE)) == TEXT_MEDIA_TYPE:
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -141,11 +138,6 @@ def parse_invocation(
         if len(text) > max_chars:
             raise _too_long(len(text), max_chars)
         return SpeechRequest(nonempty(text, "text"), default_voice, 1.0, AudioFormat.WAV, SAMPLE_RATE, True)
-    if media != "application/json":
-        raise ConfigError(
-            f"expected application/json or text/plain, got {preview(content_type)}",
-            code="unsupported_media_type",
-        )
     obj = parse_object(body, max_bytes=None, what="body")
     text = request_text(obj, "text", max_chars)
     fmt = format_field(optional(obj, "format", "wav"), INVOCATION_FORMATS, INVOCATION_FORMATS)
@@ -172,7 +164,7 @@ def parse_invocation(
         sample_rate=sample_rate_field(optional(obj, "sample_rate", SAMPLE_RATE), fmt),
         stream=stream,
         body=Body.AWS_SSE if transport == _SSE else Body.AUDIO,
-        request_id=_request_id(obj.get("request_id")),
+        request_id=request_id_field(obj.get("request_id")),
         lang=_lang(obj),
     )
 
@@ -185,14 +177,6 @@ def request_text(obj: Mapping[str, Any], name: str, max_chars: int) -> str:
         raise _too_long(len(obj[name]), max_chars) from None
     except ProtocolError as exc:
         raise ConfigError(exc.message, code="invalid_field", param=name) from exc
-
-
-def _request_id(value: object) -> str | int | None:
-    if value is None or (isinstance(value, str | int) and not isinstance(value, bool)):
-        return value
-    raise ConfigError(
-        f"request_id must be a string or an integer, got {preview(value)}", code="invalid_field"
-    )
 
 
 def _too_long(chars: int, limit: int) -> LimitError:
@@ -246,10 +230,7 @@ def parse_openai_speech(
     style prompt). FLAC is answered as one complete file (its header then holds the length and checksum
     that libsndfile needs); every other format streams. Each refusal names its field as ``param``.
     """
-    if _media_type(content_type) != "application/json":
-        raise ConfigError(
-            f"expected application/json, got {preview(content_type)}", code="unsupported_media_type"
-        )
+    body_media_type(content_type)
     obj = parse_object(body, max_bytes=None, what="body")
     with field_named("model"):
         model = obj.get("model")

@@ -1,4 +1,5 @@
-"""Reading an HTTP request's body within a size limit and a deadline, for every HTTP route of every transport.
+"""Reading an HTTP request's body within a size limit and a deadline, and checking its media type, for
+every HTTP route of every transport.
 
 A client that sends its body slowly, or never ends it (a chunked body without its last chunk), holds a
 socket and a request slot for nothing: the whole body must arrive within ``timeout_s`` of the handler
@@ -8,13 +9,17 @@ asking for it. A client that leaves mid-body is ``client_disconnected``, not a s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 
 from starlette.requests import ClientDisconnect, Request
 
-from koe.errors import LimitError
+from koe.errors import ConfigError, LimitError
+from koe.wire.fields import preview
 
 #: How long a body may take to arrive when the caller sets no deadline of its own.
 BODY_TIMEOUT_S = 30.0
+JSON_MEDIA_TYPE = "application/json"
+TEXT_MEDIA_TYPE = "text/plain"
 #: A declared length with more digits than this is over any limit (and is not converted to an int).
 _MAX_DIGITS = 18
 
@@ -47,3 +52,18 @@ async def read_body(request: Request, limit: int, timeout_s: float = BODY_TIMEOU
             "the client disconnected before sending its whole body", code="client_disconnected"
         ) from None
     return bytes(body)
+
+
+def body_media_type(content_type: str | None, accepted: Collection[str] = (JSON_MEDIA_TYPE,)) -> str:
+    """The body's media type (``Content-Type`` without its parameters, lower case), one of ``accepted``.
+    A body without a ``Content-Type`` is taken for JSON: clients that send JSON often leave it out.
+
+    Raises:
+        ConfigError: another media type (``unsupported_media_type``, 415).
+    """
+    media = (content_type or JSON_MEDIA_TYPE).split(";")[0].strip().lower()
+    if media not in accepted:
+        raise ConfigError(
+            f"expected {' or '.join(accepted)}, got {preview(content_type)}", code="unsupported_media_type"
+        )
+    return media

@@ -6,6 +6,7 @@ names the field, says what was expected and shows (a bounded preview of) what wa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -23,8 +24,17 @@ STREAM_FORMATS: dict[AudioFormat, str] = {
 }
 #: Longer than any language tag (BCP 47's longest registered ones are well within it).
 MAX_LANG_CHARS = 35
+#: The longest ``request_id`` echoed back (ids are uuids or counters; a page of text is no id).
+MAX_REQUEST_ID_CHARS = 256
+#: A number in a query string longer than this is out of every range koe takes (and is never converted).
+MAX_QUERY_NUMBER_CHARS = 24
 _FORMAT_ALIASES = {"linear16": "pcm"}  # Deepgram's name for raw 16-bit PCM
 _PREVIEW_CHARS = 60
+# ``[0-9]``, not ``\d``: ``int()`` and ``float()`` also take other scripts' digits, ``_`` and spaces
+_QUERY_INTEGER = re.compile(r"[+-]?[0-9]+")
+_QUERY_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# RFC 9110's field value, ASCII only: visible characters, spaces only inside; never CR, LF, NUL or TAB
+_HEADER_VALUE = re.compile(r"[!-~](?:[ -~]*[!-~])?")
 
 
 def preview(value: object) -> str:
@@ -65,6 +75,62 @@ def speed_field(value: object) -> float:
         return validate_speed(value)
     except ConfigError as exc:
         raise _invalid(exc.message) from exc
+
+
+def int_query_field(name: str, raw: str) -> int:
+    """A query parameter's integer: ASCII digits, at most :data:`MAX_QUERY_NUMBER_CHARS` of them (the range
+    is the caller's). ``int()`` alone would take ``'١٦٠٠٠'`` and ``'16_000'``, and fail with ``ValueError``
+    on ``'²'`` (a digit to ``str.isdigit``) or 5,000 nines."""
+    return int(_query_number(name, raw, _QUERY_INTEGER, "an integer"))
+
+
+def float_query_field(name: str, raw: str) -> float:
+    """A query parameter's decimal number (``1``, ``1.25``, ``.5``, ``2e-1``; not ``nan``), bounded as
+    :func:`int_query_field` (the range is the caller's)."""
+    return float(_query_number(name, raw, _QUERY_DECIMAL, "a decimal number"))
+
+
+def _query_number(name: str, raw: str, pattern: re.Pattern[str], what: str) -> str:
+    number = raw.strip()
+    if len(number) > MAX_QUERY_NUMBER_CHARS or not pattern.fullmatch(number):
+        raise _invalid(f"{name} must be {what} in ASCII digits, got {preview(raw)}")
+    return number
+
+
+def header_safe(value: str, max_chars: int) -> bool:
+    """Whether ``value`` can go back in a response header as it came: 1 to ``max_chars`` printable ASCII
+    characters, no space at either end. Anything else breaks the header (a UnicodeEncodeError, or a CR LF
+    that h11 refuses) after the request was admitted, or smuggles a header of its own."""
+    return len(value) <= max_chars and _HEADER_VALUE.fullmatch(value) is not None
+
+
+def header_value_field(name: str, value: str, max_chars: int) -> str:
+    """``value`` of the field ``name``, which a response header echoes (:func:`header_safe`)."""
+    if not header_safe(value, max_chars):
+        raise _invalid(
+            f"{name} must be 1 to {max_chars} printable ASCII characters (it is echoed in a header), "
+            f"got {preview(value)}"
+        )
+    return value
+
+
+def request_id_field(value: object) -> str | int | None:
+    """A client's ``request_id``, echoed in every event of its request: a string of at most
+    :data:`MAX_REQUEST_ID_CHARS` characters or a 64-bit integer.
+
+    Raises:
+        ProtocolError: anything else (``invalid_message``), on every transport alike.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str) and len(value) <= MAX_REQUEST_ID_CHARS:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return value
+    raise ProtocolError(
+        f"expected request_id to be a string of at most {MAX_REQUEST_ID_CHARS} characters or a 64-bit "
+        f"integer, got {preview(value)}"
+    )
 
 
 def sample_rate_field(value: object, fmt: AudioFormat = AudioFormat.PCM) -> int:
