@@ -14,6 +14,14 @@ CDK_ARGS ?=
 # `make deploy` deploys the endpoint and the agent on AgentCore Runtime; `make deploy AGENT=false` the
 # endpoint alone (docs/deploy.md)
 AGENT ?= true
+# jsii (the CDK's Python bindings run the CDK in Node) prints an end-of-life banner for an old Node unless this
+# names the Node that runs; its Python side relays that banner as bytes reprs (b'!!  Node 20 is ...\n'), one
+# per line. The deploy and synth commands name the Node on the PATH, whichever it is.
+JSII_NODE_ENV = JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=$(shell node -p 'process.versions.node.split(".")[0]')
+# `make synth`: the CDK app's context (both endpoint variants and the agent, as tests/deploy synthesize it)
+# and where its templates go
+SYNTH_CONTEXT ?= {"koe:variants": "gpu,cpu"}
+SYNTH_OUT := deploy/cdk/cdk.out
 
 CLIENTS := .venv-clients
 CLIENTS_LOCK := tests/compat/clients.lock
@@ -22,7 +30,7 @@ CLIENTS_LOCK := tests/compat/clients.lock
 PEERS := .venv-peers
 FASTKOKORO ?= fastkokoro[cpu]==0.7.0
 
-.PHONY: serve test lint typecheck pytest browser clients clients-lock bench-peers deploy audit lock clean
+.PHONY: serve test lint typecheck pytest browser clients clients-lock bench-peers deploy synth audit lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -96,8 +104,21 @@ test: lint typecheck pytest
 
 deploy: $(BIN)/python
 	$(PIP) install -c requirements.lock -e '.[deploy]'
-	cd deploy/cdk && JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
+	cd deploy/cdk && $(JSII_NODE_ENV) \
 		npx --yes $(CDK_CLI) deploy --all --app "$(abspath $(BIN))/python app.py" -c koe:agent=$(AGENT) $(CDK_ARGS)
+
+# The offline synth check: `python app.py` with CDK_OUTDIR and CDK_CONTEXT_JSON set, which is all `cdk synth`
+# does (no CDK CLI, no account, no Docker: image assets are staged, not built). CDK's CloudFormation schema
+# validation runs during it; any violation in its report fails the check. tests/deploy assert the templates.
+synth: $(BIN)/python
+	$(PIP) install -c requirements.lock -e '.[deploy]'
+	rm -rf $(SYNTH_OUT)
+	cd deploy/cdk && $(JSII_NODE_ENV) CDK_OUTDIR="$(abspath $(SYNTH_OUT))" CDK_CONTEXT_JSON='$(SYNTH_CONTEXT)' \
+		"$(abspath $(BIN))/python" app.py
+	$(BIN)/python -c 'import json, sys; report = json.load(open("$(SYNTH_OUT)/validation-report.json")); \
+		bad = [p for p in report["pluginReports"] if p["violations"]]; \
+		sys.exit(json.dumps(bad, indent=1) if bad else 0)'
+	@ls $(SYNTH_OUT)/*.template.json
 
 # Needs internet to reach a vulnerability database; --strict fails on any package it could not check.
 audit: $(VENV)/.stamp-test

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,24 +14,46 @@ from typing import Any
 ROOT = Path(__file__).parents[1]
 CDK_DIR = ROOT / "deploy" / "cdk"
 _SYNTH_TIMEOUT_S = 300
+_NODE_TIMEOUT_S = 30
+
+
+def jsii_env() -> dict[str, str]:
+    """What keeps jsii from printing its end-of-life banner for the Node that runs it (the ``node`` on the
+    PATH): the variable must name that Node's major version. Its Python side would relay the banner as bytes
+    reprs, one per line, into the synth's output (the Makefile's ``JSII_NODE_ENV`` does the same)."""
+    node = shutil.which("node")
+    if node is None:  # jsii cannot run at all: the CDK tests fail on that, not on a banner
+        return {}
+    major = subprocess.run(
+        [node, "-p", "process.versions.node.split('.')[0]"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=_NODE_TIMEOUT_S,
+    ).stdout.strip()
+    return {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": major}
 
 
 def synth(outdir: Path, context: dict[str, str]) -> Path:
-    """``python app.py`` with ``CDK_OUTDIR`` and ``CDK_CONTEXT_JSON`` set, exactly what ``cdk synth`` runs."""
-    env = {
-        **os.environ,
-        "CDK_OUTDIR": str(outdir),
-        "CDK_CONTEXT_JSON": json.dumps(context),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-    }
-    subprocess.run(
+    """``python app.py`` with ``CDK_OUTDIR`` and ``CDK_CONTEXT_JSON`` set, exactly what ``cdk synth`` runs.
+
+    Raises:
+        AssertionError: the app failed (the message holds its stderr), or its stderr holds lines jsii relayed
+            as bytes reprs (a banner of Node's that :func:`jsii_env` did not silence).
+    """
+    env = {**os.environ, **jsii_env(), "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(context)}
+    done = subprocess.run(
         [sys.executable, "app.py"],
         cwd=CDK_DIR,
         env=env,
-        check=True,
+        check=False,
         timeout=_SYNTH_TIMEOUT_S,
         capture_output=True,
+        text=True,
     )
+    assert done.returncode == 0, f"python app.py exited with {done.returncode}:\n{done.stderr}"
+    relayed = [line for line in done.stderr.splitlines() if line.startswith(("b'", 'b"'))]
+    assert not relayed, "jsii relayed Node's output as bytes reprs:\n" + "\n".join(relayed)
     return outdir
 
 

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from koe.audio.encoder import StreamEncoder, encode_whole
+from koe.audio.encoder import StreamEncoder, body_encoder, encode_whole
 from koe.audio.formats import OPUS_SAMPLE_RATES, SUPPORTED_SAMPLE_RATES, AudioFormat
 from koe.audio.muxer import Muxer
 from koe.audio.pcm import to_int16
-from koe.audio.resample import resample
+from koe.audio.resample import output_samples, resample
 from koe.errors import ConfigError
 from koe.types import SAMPLE_RATE, Audio
 
@@ -185,6 +185,42 @@ def test_whole_flac_and_mp3_headers_let_decoders_return_the_exact_length() -> No
     )
 
 
+@pytest.mark.parametrize("rate", SUPPORTED_SAMPLE_RATES)
+@pytest.mark.parametrize("fmt", sorted(_RAW))
+def test_a_cut_returns_every_sample_of_a_raw_format_so_far(fmt: AudioFormat, rate: int) -> None:
+    """A segment's bytes are all out at its end: the samples so far, to the sample, and nothing held."""
+    encoder = StreamEncoder(fmt, rate)
+    audio = _tone(int(_SECONDS * SAMPLE_RATE))
+    sent, taken = b"", 0
+    for segment in np.split(audio, [4801, 4802, 9000]):  # odd lengths: fractions of a sample at 22.05 kHz
+        sent += encoder.encode(segment[:100]) + encoder.encode(segment[100:]) + encoder.cut()
+        taken += segment.size
+        assert len(_decode_soundfile(sent, fmt, rate)[0]) == output_samples(taken, SAMPLE_RATE, rate)
+        assert encoder.samples == output_samples(taken, SAMPLE_RATE, rate)
+    assert encoder.finish() == b""
+
+
+@pytest.mark.parametrize("rate", [16000, SAMPLE_RATE])
+def test_a_flac_body_is_one_file_soundfile_and_pyav_read_to_the_sample(rate: int) -> None:
+    """A body that streams FLAC gets the whole file at the end, its length in its header: libsndfile cannot
+    read a streamed one (length "unknown")."""
+    audio = _tone(int(_SECONDS * SAMPLE_RATE))
+    encoder = body_encoder(AudioFormat.FLAC, rate)
+    assert [encoder.encode(chunk) for chunk in np.split(audio, [100, 7000])] == [b"", b"", b""]
+    data = encoder.finish()
+    expected = to_int16(resample(audio, SAMPLE_RATE, rate))
+    for samples, decoded_rate in (
+        _decode_soundfile(data, AudioFormat.FLAC, rate),
+        _decode_av(data, AudioFormat.FLAC, rate),
+    ):
+        assert decoded_rate == rate
+        assert np.array_equal(np.rint(samples * 32768).astype(np.int16), expected)
+    assert encoder.finish() == b""
+    with pytest.raises(ValueError, match=r"after finish"):
+        encoder.encode(audio)
+    assert isinstance(body_encoder(AudioFormat.MP3, rate), StreamEncoder)
+
+
 # What FFmpeg writes for a stream without audio: raw formats and ADTS nothing; WAV and FLAC a header that
 # decoders read as zero samples; Ogg its two Opus header pages and MP3 a lone "Info" frame (when seekable),
 # which FFmpeg and libsndfile refuse to open for lack of audio.
@@ -214,6 +250,8 @@ def test_finish_is_idempotent_and_closes_the_encoder(fmt: AudioFormat) -> None:
     assert encoder.finish() == b""
     with pytest.raises(ValueError, match=r"after finish"):
         encoder.encode(_tone(10))
+    with pytest.raises(ValueError, match=r"after finish"):
+        encoder.cut()
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from koe.audio.formats import SUPPORTED_SAMPLE_RATES
-from koe.audio.resample import StreamResampler, resample
+from koe.audio.resample import StreamResampler, output_samples, resample
+from koe.pipeline.seams import FADE_SAMPLES
 from koe.types import SAMPLE_RATE, Audio
 
 _OUTPUT_RATES = [rate for rate in SUPPORTED_SAMPLE_RATES if rate != SAMPLE_RATE]
 _TONE_HZ = 1000.0
 _AMPLITUDE = 0.5
+#: 0.2 s: a whole number of samples at every rate, so a cut stream can be compared with the uncut one.
+_SEGMENT = SAMPLE_RATE // 5
+#: How far cutting at a silent join may move any sample (measured: at most 1.2e-4, at 8 kHz) — and cutting
+#: inside a tone moves samples by 4.7e-3 to 3.9e-2 (the control below).
+_CUT_TOLERANCE = 1e-3
 
 
 def _tone(rate: int, n: int) -> Audio:
@@ -79,10 +85,69 @@ def test_resetting_state_at_each_chunk_is_caught_as_a_discontinuity() -> None:
     assert at_joins > elsewhere * 1.03
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    rate=st.sampled_from(_OUTPUT_RATES),
+    pieces=st.lists(st.lists(st.integers(0, 3000), min_size=1, max_size=4), min_size=1, max_size=6),
+)
+def test_after_each_cut_the_output_is_the_input_so_far_to_the_sample(
+    rate: int, pieces: list[list[int]]
+) -> None:
+    """Each piece (chunks of any size, then a cut) is a segment: it ends with its own last sample, however
+    many came before, so a segment's length never drifts by a filter delay or a rounding."""
+    resampler, taken, given = StreamResampler(SAMPLE_RATE, rate), 0, 0
+    for chunks in pieces:
+        for size in chunks:
+            given += resampler.process(_chirp(size)).size
+            taken += size
+        given += resampler.cut().size
+        assert given == output_samples(taken, SAMPLE_RATE, rate)
+    assert resampler.flush().size == 0
+
+
+def _seam_segments(count: int) -> list[Audio]:
+    """Tones that fade in and out as koe's segments do at their joins (:mod:`koe.pipeline.seams`)."""
+    ramp = np.arange(FADE_SAMPLES, dtype=np.float32) / FADE_SAMPLES
+    segment = _tone(SAMPLE_RATE, _SEGMENT)
+    segment[:FADE_SAMPLES] *= ramp
+    segment[-FADE_SAMPLES:] *= ramp[::-1]
+    return [segment] * count
+
+
+def _cut_stream(rate: int, segments: list[Audio]) -> Audio:
+    resampler = StreamResampler(SAMPLE_RATE, rate)
+    out = [
+        np.concatenate(
+            [resampler.process(s[: s.size // 3]), resampler.process(s[s.size // 3 :]), resampler.cut()]
+        )
+        for s in segments
+    ]
+    return np.concatenate([*out, resampler.flush()])
+
+
+@pytest.mark.parametrize("rate", _OUTPUT_RATES)
+def test_cuts_at_silent_joins_leave_the_stream_as_it_was(rate: int) -> None:
+    segments = _seam_segments(5)
+    cut = _cut_stream(rate, segments)
+    whole = resample(np.concatenate(segments), SAMPLE_RATE, rate)
+    assert cut.size == whole.size
+    assert np.abs(cut - whole).max() < _CUT_TOLERANCE
+
+
+def test_a_cut_inside_a_tone_is_caught_by_the_check_above() -> None:
+    """Control: the fresh filter after a cut does not see the audio before it; inside a tone that clicks."""
+    rate = 22050  # the rate where a cut inside a tone moves samples least
+    segments = np.split(_tone(SAMPLE_RATE, 5 * _SEGMENT), 5)
+    cut = _cut_stream(rate, segments)
+    whole = resample(np.concatenate(segments), SAMPLE_RATE, rate)
+    assert np.abs(cut - whole).max() > _CUT_TOLERANCE
+
+
 def test_same_rate_passes_chunks_through_untouched() -> None:
     audio = _chirp(1000)
     resampler = StreamResampler(SAMPLE_RATE, SAMPLE_RATE)
     assert resampler.process(audio) is audio
+    assert resampler.cut().size == 0
     assert resampler.flush().size == 0
     assert resample(audio, SAMPLE_RATE, SAMPLE_RATE) is audio
 
@@ -100,3 +165,5 @@ def test_flush_is_idempotent_and_ends_the_stream() -> None:
     assert resampler.flush().size == 0
     with pytest.raises(ValueError, match=r"after flush"):
         resampler.process(_chirp(10))
+    with pytest.raises(ValueError, match=r"after flush"):
+        resampler.cut()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from cdk_template import synth
+from cdk_template import jsii_env, synth
+
+# the tests that build stacks in this process start jsii here: its banner would land in their output too
+os.environ.update(jsii_env())
 
 
 @pytest.fixture(scope="session")

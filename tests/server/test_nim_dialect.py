@@ -133,15 +133,32 @@ def test_done_during_speech_answers_and_a_reconnected_session_speaks_at_once(fak
     run(main)
 
 
+def test_pipecats_default_magpie_voice_is_koes_default_voice(fake_server: LiveServer) -> None:
+    """pipecat's NVIDIA service sends ``Magpie-Multilingual.EN-US.Aria`` unless told otherwise; refused, it
+    would reconnect and be refused again."""
+
+    async def main() -> None:
+        async with connect(fake_server.ws_url + "/invocations-bidirectional-stream") as ws:
+            await send(ws, update("Magpie-Multilingual.EN-US.Aria"))
+            updated = await receive(ws)
+            await speak(ws, SENTENCES[0])
+            pcm = await pcm_until(ws, expected_bytes(SENTENCES[0]))
+        assert updated["session"]["input_text_synthesis"]["voice_name"] == "af_heart"  # type: ignore[index]
+        assert len(pcm) == expected_bytes(SENTENCES[0])
+
+    run(main)
+
+
 def test_a_voice_koe_lacks_is_refused_with_the_list_and_the_session_goes_on(fake_server: LiveServer) -> None:
     async def main() -> None:
         async with connect(fake_server.ws_url + "/invocations-bidirectional-stream") as ws:
-            await send(ws, update("Magpie-Multilingual.EN-US.Aria"))  # pipecat's default voice
+            await send(ws, update("Magpie-Multilingual.EN-US.Nobody"))
             error = await receive(ws)
             await speak(ws, SENTENCES[0])
             pcm = await pcm_until(ws, expected_bytes(SENTENCES[0], rate=24000))
         assert error["code"] == "unknown_voice"  # type: ignore[index]
-        assert "unknown voice 'Magpie-Multilingual.EN-US.Aria'; valid voices: af_alloy" in error["message"]  # type: ignore[index]
+        assert "unknown Magpie voice 'Magpie-Multilingual.EN-US.Nobody'" in error["message"]  # type: ignore[index]
+        assert "the speakers Aria, Diego" in error["message"]  # type: ignore[index]
         assert len(pcm) == expected_bytes(SENTENCES[0], rate=24000)  # the defaults: 24 kHz
 
     run(main)

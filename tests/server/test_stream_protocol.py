@@ -228,6 +228,37 @@ def test_an_aura_model_koe_has_no_voice_for_is_refused_with_the_list(model: str)
     assert raised.value.code == "unknown_voice" and model in raised.value.message
 
 
+def _nim_voice(name: object) -> str | None:
+    update = {"type": "synthesize_session.update", "session": {"input_text_synthesis": {"voice_name": name}}}
+    message = parse_message(json.dumps(update), max_bytes=1 << 16, max_chars=1000)
+    assert isinstance(message, Configure) and message.dialect is Dialect.NIM
+    return message.options.voice
+
+
+@pytest.mark.parametrize(
+    ("name", "voice"),
+    [("Magpie-Multilingual.EN-US.Aria", "af_heart"), ("Magpie-Multilingual.EN-US.Aria.Happy", "af_heart"),
+     ("magpie-multilingual.en-us.jason.pleasantsurprised", "am_michael"), ("bf_emma", "bf_emma"),
+     ("af_sky(2)+af_nova", "af_sky(2)+af_nova")],
+)  # fmt: skip
+def test_nims_voice_name_is_a_magpie_voice_or_a_kokoro_one(name: str, voice: str) -> None:
+    assert _nim_voice(name) == voice
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Magpie-Multilingual.EN-US.Nobody",
+        "Magpie-Multilingual.FR-FR.Pascal",
+        "Magpie-Multilingual.EN-US.Aria.Bored",
+    ],
+)
+def test_a_magpie_voice_koe_has_no_voice_for_is_refused_with_the_speakers(name: str) -> None:
+    with pytest.raises(VoiceError, match="Aria, Diego, Isabela") as raised:
+        _nim_voice(name)
+    assert raised.value.code == "unknown_voice" and name in raised.value.message
+
+
 def test_deepgram_encoding_names_the_format() -> None:
     assert parse_query({"encoding": "linear16"}).format is AudioFormat.PCM
     assert parse_query({"encoding": "mulaw", "format": "alaw"}).format is AudioFormat.ALAW

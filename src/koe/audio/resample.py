@@ -19,20 +19,25 @@ def resample(audio: Audio, in_rate: int, out_rate: int) -> Audio:
     return out
 
 
+def output_samples(samples: int, in_rate: int, out_rate: int) -> int:
+    """How many samples ``samples`` input samples make at ``out_rate``: the nearest whole number (half up)."""
+    return (2 * samples * out_rate + in_rate) // (2 * in_rate)
+
+
 class StreamResampler:
     """Resamples a stream that arrives in chunks, keeping filter state across them.
 
     Chunk joins are therefore seamless: the concatenated output equals resampling the whole signal
-    at once. soxr holds back a few milliseconds of output (its filter delay) until more input or
-    `flush()` arrives. Not thread-safe; one per stream.
+    at once. soxr holds back a few milliseconds of output (its filter delay) until more input,
+    `cut()` or `flush()` arrives. Not thread-safe; one per stream.
     """
 
     def __init__(self, in_rate: int, out_rate: int) -> None:
         self.in_rate = in_rate
         self.out_rate = out_rate
-        self._stream = (
-            None if in_rate == out_rate else soxr.ResampleStream(in_rate, out_rate, 1, "float32", _QUALITY)
-        )
+        self._stream = None if in_rate == out_rate else self._new_stream()
+        self._taken = 0  # input samples so far
+        self._given = 0  # output samples so far
         self._flushed = False
 
     def process(self, chunk: Audio) -> Audio:
@@ -46,13 +51,40 @@ class StreamResampler:
         if self._stream is None:
             return chunk
         out: Audio = self._stream.resample_chunk(np.ascontiguousarray(chunk, dtype=np.float32))
+        self._taken += chunk.size
+        self._given += out.size
         return out
 
-    def flush(self) -> Audio:
-        """Return the held-back tail and end the stream; a second call returns nothing."""
-        if self._flushed or self._stream is None:
-            self._flushed = True
+    def cut(self) -> Audio:
+        """Return the held-back tail, so that the output so far is the input so far to the sample, and go on
+        with a fresh filter.
+
+        A segment's audio then ends with its last sample rather than a filter delay into the next one.
+        The output so far always holds `output_samples` of the input so far (soxr's tail can differ by a
+        sample of its decay, which is dropped or padded with silence). The fresh filter does not see the
+        audio before the cut, nor the old one the audio after it: cut where the signal is silent, as
+        segments join (:mod:`koe.pipeline.seams`), or the join clicks.
+
+        Raises:
+            ValueError: called after `flush()`.
+        """
+        if self._flushed:
+            raise ValueError("StreamResampler.cut() called after flush()")
+        if self._stream is None:
             return np.zeros(0, dtype=np.float32)
+        tail: Audio = self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+        self._stream = self._new_stream()
+        due = output_samples(self._taken, self.in_rate, self.out_rate) - self._given
+        self._given += due
+        return np.pad(tail[:due], (0, max(0, due - tail.size)))
+
+    def flush(self) -> Audio:
+        """Return the held-back tail (as `cut` does) and end the stream; a second call returns nothing."""
+        if self._flushed:
+            return np.zeros(0, dtype=np.float32)
+        tail = self.cut()
         self._flushed = True
-        out: Audio = self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
-        return out
+        return tail
+
+    def _new_stream(self) -> soxr.ResampleStream:
+        return soxr.ResampleStream(self.in_rate, self.out_rate, 1, "float32", _QUALITY)

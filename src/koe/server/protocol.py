@@ -12,11 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from koe.errors import ConfigError, ProtocolError
-from koe.server.voices import aura_voice
+from koe.server.voices import aura_voice, magpie_voice
 from koe.wire.fields import (
     bool_field,
+    float_query_field,
+    int_query_field,
     lang_field,
     preview,
+    request_id_field,
     sample_rate_field,
     speed_field,
     stream_format_field,
@@ -35,9 +38,6 @@ from koe.wire.messages import (
     Request,
     SessionOptions,
 )
-
-#: The longest ``request_id`` echoed back (ids are uuids or counters; a page of text is no id).
-MAX_REQUEST_ID_CHARS = 256
 
 _CONTROL: dict[str, Flush | Cancel | Close] = {
     "flush": Flush(Dialect.KOE),
@@ -76,7 +76,7 @@ def parse_message(data: str | bytes, *, max_bytes: int, max_chars: int) -> Clien
         return Request(
             text=text_field(obj, max_chars),
             options=_options(obj),
-            request_id=_request_id(obj.get("request_id")),
+            request_id=request_id_field(obj.get("request_id")),
         )
     if kind == "config":
         return Configure(_options(obj))
@@ -112,38 +112,15 @@ def parse_query(params: Mapping[str, str]) -> SessionOptions:
     if "lang" not in raw and "language" in params:
         raw["lang"] = params["language"]
     if "speed" in params:
-        raw["speed"] = _number(params["speed"], float, "speed")
+        raw["speed"] = float_query_field("speed", params["speed"])
     if "sample_rate" in params:
-        raw["sample_rate"] = _number(params["sample_rate"], int, "sample_rate")
+        raw["sample_rate"] = int_query_field("sample_rate", params["sample_rate"])
     if "words" in params:
         raw["words"] = _QUERY_BOOLS.get(params["words"].lower(), params["words"])
     return _options(raw)
 
 
 _QUERY_BOOLS = {"true": True, "false": False}
-
-
-def _number(raw: str, kind: type[int] | type[float], name: str) -> int | float:
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ConfigError(
-            f"{name}: expected a {kind.__name__}, got {preview(raw)}", code="invalid_field"
-        ) from None
-
-
-def _request_id(value: object) -> str | int | None:
-    """The AWS sample's ``request_id``, echoed back: a short string or a 64-bit integer."""
-    if value is None:
-        return None
-    if isinstance(value, str) and len(value) <= MAX_REQUEST_ID_CHARS:
-        return value
-    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
-        return value
-    raise ProtocolError(
-        f"expected request_id to be a string of at most {MAX_REQUEST_ID_CHARS} characters or a 64-bit "
-        f"integer, got {preview(value)}"
-    )
 
 
 def _options(obj: Mapping[str, Any]) -> SessionOptions:
@@ -160,7 +137,8 @@ def _options(obj: Mapping[str, Any]) -> SessionOptions:
 
 def _nim_options(obj: Mapping[str, Any]) -> SessionOptions:
     """NIM's ``session``: ``input_text_synthesis`` {voice_name, language_code} and ``output_audio_params``
-    {sample_rate_hz, num_channels, audio_format}; each part optional."""
+    {sample_rate_hz, num_channels, audio_format}; each part optional. ``voice_name`` is a Magpie voice or a
+    Kokoro voice (:func:`~koe.server.voices.magpie_voice`)."""
     session = _section(obj, "session")
     voice = _section(session, "input_text_synthesis")
     audio = _section(session, "output_audio_params")
@@ -176,9 +154,10 @@ def _nim_options(obj: Mapping[str, Any]) -> SessionOptions:
             f"output_audio_params.num_channels: koe sends mono (1), got {preview(audio['num_channels'])}",
             code="invalid_field",
         )
+    name = voice.get("voice_name")
     return _options(
         {
-            "voice": voice.get("voice_name"),
+            "voice": magpie_voice(name) if isinstance(name, str) else name,
             "lang": voice.get("language_code"),
             "sample_rate": audio.get("sample_rate_hz"),
         }

@@ -33,6 +33,10 @@ from koe.wire.messages import (
     encode,
 )
 
+#: Digits of a second in the durations sent (microseconds): ``duration_s × sample_rate`` then rounds to the
+#: segment's exact sample count at every rate koe sends (at 48 kHz a microsecond is 0.048 of a sample).
+DURATION_DIGITS = 6
+
 
 class Replies:
     """koe's own dialect (the base every other dialect narrows)."""
@@ -58,7 +62,7 @@ class Replies:
 
     def ended(self, event: SegmentEnded) -> list[ServerMessage]:
         """After a segment's last audio."""
-        return [SegmentEnd(self.turn, event.segment.index, round(event.duration_s, 3))]
+        return [SegmentEnd(self.turn, event.segment.index, round(event.duration_s, DURATION_DIGITS))]
 
     def audio(self, frame: bytes) -> str | bytes:
         """One frame of encoded audio as it goes on the wire: a binary frame."""
@@ -68,7 +72,7 @@ class Replies:
         self, total_s: float, first_audio_ms: float | None, elapsed_s: float, *, last: bool = False
     ) -> list[ServerMessage]:
         """After the turn's last audio; ``last``: the client said no more text follows."""
-        return [Flushed(self.turn, round(total_s, 3), first_audio_ms)]
+        return [Flushed(self.turn, round(total_s, DURATION_DIGITS), first_audio_ms)]
 
     def _words(self, event: SegmentStarted) -> list[ServerMessage]:
         if not (self.words and event.words):

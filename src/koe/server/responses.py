@@ -8,7 +8,9 @@ Admission, voice and the first job's place in the queue are all settled before t
 so a refusal is a proper 503/400 rather than a broken stream. A streamed body holds its request slot
 until the response ends, however it ends (client gone, error, done). Synthesis stops within a segment of
 the client leaving, streamed or not: a streamed body is cancelled by Starlette when the client
-disconnects, a complete file here (its synthesis races the disconnect).
+disconnects, a complete file here (its synthesis races the disconnect). A complete file is encoded in one
+of the runtime's encoding threads (:attr:`~koe.server.runtime.Runtime.encoders`): a long MP3 or AAC takes
+seconds of CPU, which on the event loop every other session would wait out.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
+from concurrent.futures import Executor
 from contextlib import ExitStack
 
 import numpy as np
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive
 
-from koe.audio.encoder import StreamEncoder, encode_whole
+from koe.audio.encoder import body_encoder, encode_whole
 from koe.audio.formats import content_type
 from koe.pipeline.listener import Listener
 from koe.pipeline.speaker import SegmentAudio, SegmentFailed, SegmentStarted, Speaker
@@ -70,7 +73,7 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float, 
     parts = _parts(speaker, runtime.metrics)
     if _is_whole(request):
         with held:
-            return await _unless_disconnected(receive, _whole(parts, speaker, request))
+            return await _unless_disconnected(receive, _whole(parts, speaker, request, runtime.encoders))
     chunks = _chunks(parts, request)
     if request.body is Body.OPENAI_SSE:
         return HeldStreamingResponse(_sse(chunks, request.timestamps), held.close, _EVENT_STREAM)
@@ -137,8 +140,9 @@ async def _parts(speaker: Speaker, metrics: Metrics) -> Parts:
 async def _chunks(
     parts: Parts, request: SpeechRequest
 ) -> AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]:
-    """Each part's encoded audio (may be empty: encoders buffer) with its words; then the encoder's tail."""
-    encoder = StreamEncoder(request.format, request.sample_rate)
+    """Each part's encoded audio (may be empty: encoders buffer; FLAC comes whole at the end) with its words;
+    then the encoder's tail."""
+    encoder = body_encoder(request.format, request.sample_rate)
     async for words, part in parts:
         yield words, encoder.encode(part.audio)
     yield (), encoder.finish()
@@ -195,15 +199,28 @@ def _event(body: dict[str, object], *, named: bool = False) -> bytes:
     return f"{head}data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
 
-async def _whole(parts: Parts, speaker: Speaker, request: SpeechRequest) -> Response:
+async def _whole(parts: Parts, speaker: Speaker, request: SpeechRequest, encoders: Executor) -> Response:
+    """The complete file, once every segment is synthesized, encoded in one of ``encoders``' threads.
+
+    Cancelling is safe: an encoding still waiting for a thread never starts; one running finishes in its
+    thread (bounded by the request's text limit) and is dropped.
+    """
     pieces: list[np.ndarray] = []
     words: list[SpokenWord] = []
     async for part_words, part in parts:
         pieces.append(part.audio)
         words += part_words
+    inference_s = speaker.tally.synthesis_s
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(encoders, _whole_response, pieces, words, request, inference_s)
+
+
+def _whole_response(
+    pieces: list[np.ndarray], words: list[SpokenWord], request: SpeechRequest, inference_s: float
+) -> Response:
+    """The file, or with ``timestamps`` the JSON holding it in base64 beside the words; in a thread."""
     audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
     duration = len(audio) / SAMPLE_RATE
-    inference_s = speaker.tally.synthesis_s
     body = encode_whole(audio, request.format, request.sample_rate)
     headers = {
         "X-Audio-Duration": f"{duration:.3f}",

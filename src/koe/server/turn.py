@@ -8,6 +8,7 @@ turn's task waits for the previous one before it queues audio, but its text is t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -100,8 +101,11 @@ class Turn:
             self.speaker.stream.close()
 
     async def _speak(self) -> None:
+        """Each segment's audio goes out between its start and its end: the encoder is cut at each end, so
+        its resampler holds nothing back, and the end says how long the segment is at the client's rate."""
         fmt, rate = self.options.format, self.options.sample_rate
         encoder = StreamEncoder(fmt, rate)
+        ended_at = 0  # the samples sent up to the last segment's end
         self._send(*self._replies.opened())
         async for event in self.speaker.events():
             match event:
@@ -111,15 +115,17 @@ class Turn:
                     self._audio(encoder.encode(audio))
                     await self._outbox.room()
                 case SegmentEnded():
-                    self._send(*self._replies.ended(event))
+                    self._audio(encoder.cut())
+                    sent = dataclasses.replace(event, duration_s=(encoder.samples - ended_at) / rate)
+                    ended_at = encoder.samples
+                    self._send(*self._replies.ended(sent))
                 case SegmentFailed(error=error):
                     self._report(error)
         self._audio(encoder.finish())
         closing = REPLIES[self.ended_by or self.opened_by](self.number, self.options.words, self.request_id)
         elapsed_s = time.monotonic() - self._opened_at
-        self._send(
-            *closing.finished(self.speaker.total_s, self.speaker.first_audio_ms(), elapsed_s, last=self.last)
-        )
+        total_s = encoder.samples / rate
+        self._send(*closing.finished(total_s, self.speaker.first_audio_ms(), elapsed_s, last=self.last))
         self.speaker.tally.outcome = "flushed"
 
     def _send(self, *messages: ServerMessage) -> None:

@@ -1,9 +1,11 @@
-"""Other APIs' voice names, mapped onto Kokoro's: OpenAI's thirteen and Deepgram's Aura models.
+"""Other APIs' voice names, mapped onto Kokoro's: OpenAI's thirteen, Deepgram's Aura models and NVIDIA's
+Magpie voices.
 
-Clients written for those APIs can only name their own voices (pipecat's OpenAI service refuses any other
-name; Deepgram's ``model`` is the voice). Each name maps to a Kokoro voice of the same gender and accent;
+Clients written for those APIs name their own voices (pipecat's OpenAI service refuses any other name;
+Deepgram's ``model`` is the voice; pipecat's NVIDIA service starts with a Magpie voice, and reconnects
+whenever it is answered with an error). Each name maps to a Kokoro voice of the same gender and accent;
 any Kokoro voice or blend is accepted as is. OpenAI's mapping can be changed with the ``openai_voices``
-setting (docs/api.md); Aura's is fixed (docs/protocol.md lists it).
+setting (docs/api.md); Aura's and Magpie's are fixed (docs/protocol.md lists them).
 """
 
 from __future__ import annotations
@@ -52,6 +54,22 @@ AURA_VOICES: Mapping[str, str] = {
 _AURA_MODEL = re.compile(r"aura(?:-2)?-(?P<name>[a-z]+)-(?P<lang>[a-z]{2})")
 _AURA_LANG = "en"
 
+#: NVIDIA's Magpie speakers (``Magpie-Multilingual.EN-US.<Speaker>``, NIM's names) → a Kokoro voice of the
+#: speaker's gender; pipecat's NVIDIA default (Aria) is koe's default (af_heart).
+MAGPIE_VOICES: Mapping[str, str] = {
+    "aria": "af_heart", "sofia": "af_bella", "mia": "af_nicole", "louise": "af_sarah", "isabela": "af_sky",
+    "jason": "am_michael", "leo": "am_adam", "ray": "am_echo", "diego": "am_eric", "pascal": "am_fenrir",
+    "long": "am_liam",
+}  # fmt: skip
+#: The emotional styles a Magpie name may end with; Kokoro has none, so the speaker's voice speaks them all.
+MAGPIE_EMOTIONS = frozenset(
+    {"neutral", "calm", "happy", "sad", "angry", "fearful", "disgusted", "pleasantsurprised"}
+)
+_MAGPIE_VOICE = re.compile(
+    r"magpie-multilingual\.(?P<locale>[a-z]{2}-[a-z]{2})\.(?P<name>[a-z]+)(?:\.(?P<emotion>[a-z]+))?"
+)
+_MAGPIE_LOCALE = "en-us"
+
 
 def openai_voices(overrides: Iterable[str]) -> dict[str, str]:
     """OpenAI's names mapped to Kokoro voices, with ``overrides`` (``"alloy=af_bella"`` pairs) applied.
@@ -89,3 +107,27 @@ def aura_voice(model: str) -> str:
             f"({', '.join(sorted(AURA_VOICES))}) or any Kokoro voice (see GET /v1/audio/voices)"
         )
     return AURA_VOICES[match["name"]]
+
+
+def magpie_voice(name: str) -> str:
+    """The Kokoro voice for NIM's ``voice_name``: a Magpie voice by its table, else ``name`` itself (a Kokoro
+    voice or blend).
+
+    Raises:
+        VoiceError: a Magpie voice koe has no voice for: another speaker, locale or emotion.
+    """
+    match = _MAGPIE_VOICE.fullmatch(name.strip().lower())
+    if match is None:
+        return name
+    emotion = match["emotion"]
+    if (
+        match["locale"] != _MAGPIE_LOCALE
+        or match["name"] not in MAGPIE_VOICES
+        or (emotion is not None and emotion not in MAGPIE_EMOTIONS)
+    ):
+        speakers = ", ".join(sorted(speaker.title() for speaker in MAGPIE_VOICES))
+        raise VoiceError(
+            f"unknown Magpie voice {name!r}: koe speaks Magpie-Multilingual.EN-US.<Speaker>[.<Emotion>] "
+            f"with the speakers {speakers}, or any Kokoro voice (see GET /v1/audio/voices)"
+        )
+    return MAGPIE_VOICES[match["name"]]

@@ -111,8 +111,8 @@ async def main(url: str, mode: str, texts: list[str]) -> dict[str, object]:
     if mode.startswith("nvidia"):
         from pipecat.services.nvidia.sagemaker.tts import NvidiaSageMakerTTSService
 
-        settings = NvidiaSageMakerTTSService.Settings(voice="af_sky", language="en-US")
-        tts = NvidiaSageMakerTTSService(endpoint_name=url, sample_rate=RATE, settings=settings)
+        # pipecat's own default voice (Magpie-Multilingual.EN-US.Aria), which koe maps to af_heart
+        tts = NvidiaSageMakerTTSService(endpoint_name=url, sample_rate=RATE)
     else:
         from pipecat.services.deepgram.sagemaker.tts import DeepgramSageMakerTTSService
 
