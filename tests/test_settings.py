@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,13 @@ def test_unknown_overrides_are_refused() -> None:
 def test_settings_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         Settings().port = 1  # type: ignore[misc]
+
+
+def test_the_wyoming_port_is_off_unless_set_and_checked_when_it_is() -> None:
+    assert Settings.from_env({}).wyoming_port is None
+    assert Settings.from_env({"KOE_WYOMING_PORT": ""}).wyoming_port is None
+    assert Settings.from_env({"KOE_WYOMING_PORT": "10200"}).wyoming_port == 10200
+    with pytest.raises(ConfigError, match=re.escape("KOE_WYOMING_PORT: expected int | None")):
+        Settings.from_env({"KOE_WYOMING_PORT": "ten"})
+    with pytest.raises(ConfigError, match="wyoming_port"):
+        Settings.from_env({"KOE_WYOMING_PORT": "70000"})

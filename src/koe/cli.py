@@ -324,7 +324,51 @@ def _run_serve(args: argparse.Namespace) -> int:
     from koe.app import serve
 
     _stderr.print(f"koe on http://{settings.host}:{settings.port} — /ping answers 200 once the model is warm")
+    if settings.wyoming_port is not None:
+        _stderr.print(f"Wyoming beside it on tcp://{settings.host}:{settings.wyoming_port} (docs/wyoming.md)")
     serve(settings, loading)
+    return 0
+
+
+# --- koe wyoming --------------------------------------------------------------------------------------
+
+
+def _register_wyoming(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "wyoming", help="serve Wyoming alone (Home Assistant's local TTS protocol, streamed), docs/wyoming.md"
+    )
+    parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: KOE_WYOMING_PORT or 10200)")
+    parser.add_argument("--workers", type=int, help="concurrent synthesis calls (default: KOE_WORKERS or 2)")
+    parser.add_argument(
+        "--zeroconf",
+        nargs="?",
+        const="koe",
+        metavar="NAME",
+        help="announce the server for Home Assistant's discovery as NAME (default name: koe; needs the "
+        "zeroconf extra; default: KOE_WYOMING_ZEROCONF)",
+    )
+    _add_engine_flags(parser)
+    parser.set_defaults(handler=_run_wyoming)
+
+
+def _run_wyoming(args: argparse.Namespace) -> int:
+    import asyncio
+    import dataclasses
+
+    from koe.server.runtime import load_in_background
+    from koe.server.wyoming import DEFAULT_PORT, serve
+
+    settings = settings_of(
+        args, host=args.host, workers=args.workers, wyoming_port=args.port, wyoming_zeroconf=args.zeroconf
+    )
+    if settings.wyoming_port is None:
+        settings = dataclasses.replace(settings, wyoming_port=DEFAULT_PORT)
+    if settings.download:  # loading only verifies: fetch first, as `koe install --download` does
+        _fetch_remote(settings.engine, download=True)
+    loading = load_in_background(settings)
+    _stderr.print(f"koe's Wyoming server on tcp://{settings.host}:{settings.wyoming_port}")
+    asyncio.run(serve(settings, loading))
     return 0
 
 
@@ -423,6 +467,7 @@ _REGISTRARS = (
     register_bench,
     register_soak,
     _register_serve,
+    _register_wyoming,
     _register_agent,
     _register_agent_url,
 )

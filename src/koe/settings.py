@@ -92,6 +92,10 @@ class Settings:
     allowed_hosts: tuple[str, ...] = ()  # Host names besides loopback (DNS rebinding check); "*" for any
     # OpenAI's voice names → Kokoro voices, over koe's defaults: "alloy=af_bella,nova=bf_emma" (docs/api.md)
     openai_voices: tuple[str, ...] = ()
+    # Wyoming (Home Assistant, docs/wyoming.md): its TCP port beside the HTTP server's, off unless set; and
+    # the name it is announced by over zeroconf (the zeroconf extra), not announced unless set
+    wyoming_port: int | None = None
+    wyoming_zeroconf: str | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -136,6 +140,11 @@ class Settings:
             f"seconds in [0, {MAX_BATCH_WINDOW_S}]",
         )
         _require("port", 0 <= self.port <= 65535, "a port number in [0, 65535]")
+        _require(
+            "wyoming_port",
+            self.wyoming_port is None or 0 <= self.wyoming_port <= 65535,
+            "a port number in [0, 65535]",
+        )
         _require("engine", self.engine in ("onnx", "torch"), "'onnx' or 'torch'")
         _require("frame_s", self.frame_s <= MAX_FRAME_S, f"at most {MAX_FRAME_S} s")
         _require(
@@ -200,6 +209,8 @@ def _convert(name: str, raw: str, hint: Any) -> Any:
             return lowered in {"1", "true", "yes"}
         if hint is int:
             return int(raw)
+        if hint == int | None:
+            return int(raw) if raw else None
         if hint is float:
             value = float(raw)
             if not math.isfinite(value):

@@ -25,6 +25,7 @@ from koe.server.protocol import parse_query
 from koe.server.request_id import RequestIdMiddleware
 from koe.server.runtime import Runtime
 from koe.server.session import SOCKET_GONE, Session
+from koe.server.wyoming import WyomingServer
 from koe.wire.errors import WS_INTERNAL_ERROR, error_body, route_of
 from koe.wire.messages import Error, encode
 
@@ -127,17 +128,24 @@ def create_server_app(
 
     With ``api_key`` set every other route needs the key; with ``cors_origins`` set, pages of those
     origins may call the HTTP routes (:mod:`koe.server.access`). Pages of other sites and foreign Host
-    names are refused first (:mod:`koe.server.origin`).
+    names are refused first (:mod:`koe.server.origin`). With ``wyoming_port`` set, the Wyoming server
+    (:mod:`koe.server.wyoming`, ``app.state.wyoming``) runs beside the routes, on the same runtime.
     """
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         runtime.start()
+        wyoming = WyomingServer(runtime) if runtime.settings.wyoming_port is not None else None
+        app.state.wyoming = wyoming
         try:
+            if wyoming is not None:
+                await wyoming.start()
             yield
         finally:
             if on_close is not None:
                 await on_close()
+            if wyoming is not None:
+                await wyoming.aclose()
             await runtime.aclose()
 
     app = Starlette(

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 
@@ -37,6 +37,12 @@ from koe.server.warmup import prove, prove_engine
 from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+#: Transports whose connections are sessions: they share the ``max_sessions`` slots.
+SESSION_TRANSPORTS = ("ws", "wyoming")
+#: Complete files (``stream: false``, FLAC, timestamps) encoded at once, off the event loop; more wait for
+#: a thread. Encoding competes with synthesis for the CPU, so few.
+ENCODE_THREADS = 2
 
 
 def load_in_background(settings: Settings) -> Future[Speech]:
@@ -92,8 +98,10 @@ class Runtime:
         #: what measures this machine's costs once the server is ready, where nothing kept them
         self._measure_after: Callable[[], Awaitable[bool]] | None = None
         self._background: list[asyncio.Task[None]] = []
-        self._open = {"ws": 0, "http": 0}
+        self._open = {"ws": 0, "wyoming": 0, "http": 0}
         self._closing = False
+        #: where complete files are encoded (:mod:`koe.server.responses`); threads start on first use
+        self.encoders = ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="koe-encode")
 
     @property
     def ready(self) -> bool:
@@ -232,16 +240,19 @@ class Runtime:
 
     @contextmanager
     def admitted(self, transport: str) -> Iterator[Synthesizer]:
-        """Hold one of the ``transport``'s slots (``"ws"`` sessions, ``"http"`` requests) while inside.
+        """Hold one of the ``transport``'s slots while inside: ``"ws"`` and ``"wyoming"`` sessions share the
+        ``max_sessions`` slots, ``"http"`` requests have their own.
 
         Raises:
             OverloadedError: not ready, shutting down, or every slot taken (``too_many_sessions``).
         """
         synthesizer = self.synthesizer()
-        limit = self.settings.max_sessions if transport == "ws" else self.settings.max_http_requests
-        if self._open[transport] >= limit:
+        session = transport in SESSION_TRANSPORTS
+        limit = self.settings.max_sessions if session else self.settings.max_http_requests
+        taken = sum(self._open[t] for t in SESSION_TRANSPORTS) if session else self._open[transport]
+        if taken >= limit:
             raise OverloadedError(
-                f"all {limit} {'sessions' if transport == 'ws' else 'request slots'} are in use; retry later",
+                f"all {limit} {'sessions' if session else 'request slots'} are in use; retry later",
                 code="too_many_sessions",
                 retry_after_s=self.scheduler.retry_after_s(),
             )
@@ -262,3 +273,4 @@ class Runtime:
         for task in self._background:
             task.cancel()
         await self.scheduler.aclose(self.settings.shutdown_grace_s)
+        self.encoders.shutdown(wait=False, cancel_futures=True)  # a running encoding finishes on its own

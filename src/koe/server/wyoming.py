@@ -1,0 +1,137 @@
+"""The Wyoming transport: a TCP server for Home Assistant and its satellites, speaking through the same
+pipeline as every other transport (docs/wyoming.md). The events are :mod:`koe.wire.wyoming`'s; each
+connection is a :class:`~koe.server.wyoming_session.WyomingSession`, holding one of the runtime's session
+slots (``max_sessions``, shared with the WebSocket sessions) while it is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from concurrent.futures import Future
+from contextlib import suppress
+
+from koe.errors import ConfigError, KoeError
+from koe.pipeline.speech import Speech
+from koe.server.discovery import Announcement
+from koe.server.origin import is_loopback
+from koe.server.runtime import Runtime
+from koe.server.session import CLOSE_GRACE_S
+from koe.server.wyoming_session import TRANSPORT, WyomingSession
+from koe.settings import Settings
+from koe.wire.wyoming import Error, encode
+
+logger = logging.getLogger(__name__)
+
+#: Wyoming's usual port (Piper's, and what Home Assistant's integration suggests).
+DEFAULT_PORT = 10200
+
+
+class WyomingServer:
+    """The Wyoming TCP server of ``runtime``, on ``settings.host`` and ``settings.wyoming_port``; announced
+    over zeroconf when ``settings.wyoming_zeroconf`` names it."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._settings = runtime.settings
+        self._server: asyncio.Server | None = None
+        self._sessions: dict[asyncio.Task[None], WyomingSession | None] = {}
+        self._announcement: Announcement | None = None
+        self.port = 0  # the port it listens on, once started
+
+    async def start(self) -> None:
+        """Listen, and announce when asked.
+
+        Raises:
+            ConfigError: the address cannot be listened on (taken, not this machine's), or the zeroconf
+                name or extra is missing.
+        """
+        settings = self._settings
+        port = DEFAULT_PORT if settings.wyoming_port is None else settings.wyoming_port
+        try:
+            self._server = await asyncio.start_server(self._connected, settings.host, port)
+        except OSError as exc:
+            raise ConfigError(
+                f"wyoming: cannot listen on {settings.host} port {port}: {exc.strerror}"
+            ) from exc
+        self.port = self._server.sockets[0].getsockname()[1]
+        logger.info("wyoming: listening on %s port %d", settings.host, self.port)
+        if not is_loopback(settings.host):
+            logger.warning(
+                "wyoming: listening on %s: Wyoming has no authentication, so anyone who can reach port %d "
+                "may synthesize; restrict it with the bind address and a firewall (docs/wyoming.md)",
+                settings.host, self.port,
+            )  # fmt: skip
+        if settings.wyoming_zeroconf is not None:
+            self._announcement = await Announcement.start(settings.wyoming_zeroconf, settings.host, self.port)
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # asyncio runs each connection in a task
+        self._sessions[task] = None
+        runtime = self._runtime
+        try:
+            with runtime.admitted(TRANSPORT) as synthesizer:
+                session = WyomingSession(reader, writer, runtime, synthesizer)
+                self._sessions[task] = session
+                await session.run()
+        except KoeError as exc:  # refused: not ready, shutting down, too many sessions
+            runtime.metrics.errors.labels(exc.code).inc()
+            logger.info("wyoming connection refused: %s: %s", exc.code, exc.message)
+            await _refuse(writer, Error(exc.code, exc.message))
+        except Exception:
+            logger.exception("a wyoming session failed")
+            runtime.metrics.errors.labels("internal_error").inc()
+            await _refuse(writer, Error("internal_error", "the server failed; see its log"))
+        finally:
+            del self._sessions[task]
+
+    async def aclose(self) -> None:
+        """Stop accepting; sessions between requests end now, those answering when their answers are sent,
+        within ``shutdown_grace_s``; then the rest are dropped. The announcement is withdrawn. Idempotent."""
+        if self._announcement is not None:
+            await self._announcement.aclose()
+            self._announcement = None
+        if self._server is None:
+            return
+        self._server.close()
+        self._server = None
+        sessions = [session for session in self._sessions.values() if session is not None]
+        for session in sessions:
+            session.drain()
+        if not self._sessions:
+            return
+        _, pending = await asyncio.wait(list(self._sessions), timeout=self._settings.shutdown_grace_s)
+        for session in sessions:
+            session.abort()  # a no-op for a session that has ended
+        if pending:
+            await asyncio.wait(pending, timeout=CLOSE_GRACE_S)
+
+
+async def _refuse(writer: asyncio.StreamWriter, error: Error) -> None:
+    """Tell a connection why it is not served, then close it (waiting at most ``CLOSE_GRACE_S`` for a
+    client that does not read)."""
+    with suppress(ConnectionError, TimeoutError):
+        writer.write(encode(error))
+        async with asyncio.timeout(CLOSE_GRACE_S):
+            await writer.drain()
+    writer.close()
+
+
+async def serve(settings: Settings, loading: Future[Speech] | None = None) -> None:
+    """``koe wyoming``: the Wyoming server alone, with the model of ``settings`` (``loading``: already
+    loading), until SIGTERM or SIGINT."""
+    runtime = Runtime(settings, loading=loading)
+    runtime.start()
+    server = WyomingServer(runtime)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await server.start()
+        await stop.wait()
+    finally:
+        await server.aclose()
+        await runtime.aclose()
