@@ -156,3 +156,21 @@ def test_the_agent_routes_pass_the_servers_admission_control(serve_fake: ServerF
 
     with serve_fake(engine=FakeEngine(gate=gate), max_sessions=1, max_http_requests=1) as live:
         run(lambda: main(live))
+
+
+def test_a_compression_offer_is_declined_so_no_message_is_inflated(serve_fake: ServerFactory) -> None:
+    """A client offering permessage-deflate gets an uncompressed socket: a compressed frame (RSV1) is a
+    protocol error, never 256 MB inflated from a 255 KB bomb."""
+    with serve_fake() as live:
+        sock = socket.create_connection((LOOPBACK, live.port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(
+            f"GET /v1/stream HTTP/1.1\r\nHost: {LOOPBACK}:{live.port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+            "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n".encode()
+        )
+        answer = sock.recv(4096)
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 101")
+        assert b"permessage-deflate" not in answer.lower()
+        assert_serving(live)

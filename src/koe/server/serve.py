@@ -30,6 +30,9 @@ def uvicorn_config(app: Starlette, settings: Settings, **overrides: Any) -> uvic
         "http": http,
         "ws": ws,
         "ws_max_size": settings.max_message_bytes * _TRANSPORT_SIZE_FACTOR,
+        # no permessage-deflate: wsproto inflates a whole compressed message before any size limit applies,
+        # so ~255 KB on the wire could cost 256 MB of memory and a stalled loop, even before a key is checked
+        "ws_per_message_deflate": False,
         "lifespan": "on",
         "timeout_graceful_shutdown": settings.shutdown_grace_s,
         "log_config": None,  # the CLI configures logging; uvicorn must not replace it
