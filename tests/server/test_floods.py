@@ -14,6 +14,7 @@ import httpx
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from koe.server.connections import MAX_FRAGMENTS_PER_MESSAGE
 from live_checks import assert_serving, close_code, metric, wait_for
 from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket
 from support.fake import FakeEngine
@@ -173,4 +174,25 @@ def test_a_compression_offer_is_declined_so_no_message_is_inflated(serve_fake: S
         sock.close()
         assert answer.startswith(b"HTTP/1.1 101")
         assert b"permessage-deflate" not in answer.lower()
+        assert_serving(live)
+
+
+def test_a_message_in_endless_empty_fragments_is_closed_1009(serve_fake: ServerFactory) -> None:
+    """Empty continuation frames add no bytes, so only a count stops them: past the bound the socket is
+    closed 1009 and the server serves on."""
+    with serve_fake() as live:
+        sock = open_raw(live)
+        first = client_frame(0x1, b"{")
+        sock.sendall(bytes([first[0] & 0x7F]) + first[1:])  # a text frame without FIN
+        continuation = client_frame(0x0, b"")
+        empty = bytes([continuation[0] & 0x7F]) + continuation[1:]
+        sock.sendall(empty * (2 * MAX_FRAGMENTS_PER_MESSAGE))
+        received = b""
+        while b"\x88" not in received:  # the server's close frame
+            chunk = sock.recv(4096)
+            assert chunk, "the server dropped the socket without a close frame"
+            received += chunk
+        close = received[received.index(b"\x88") :]
+        assert int.from_bytes(close[2:4], "big") == 1009
+        sock.close()
         assert_serving(live)

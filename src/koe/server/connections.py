@@ -30,6 +30,12 @@ from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+#: Fragments one WebSocket message may arrive in. Empty continuation frames add no bytes, so the size
+#: limit never stops a client sending hundreds of thousands of them; no client library fragments this finely.
+MAX_FRAGMENTS_PER_MESSAGE = 1024
+#: RFC 6455's close code for a message too big to process.
+_CLOSE_TOO_BIG = 1009
+
 
 class _Timer:
     """One deadline of a connection: armed (again), cancelled, or expired once."""
@@ -133,6 +139,26 @@ class GuardedWSProtocol(_StallDeadline, WSProtocol):
     def handle_ping(self, event: events.Ping) -> None:
         if self.writable.is_set():
             super().handle_ping(event)
+
+    def handle_message(self, event: events.TextMessage | events.BytesMessage) -> None:
+        self._fragments = getattr(self, "_fragments", 0) + 1
+        if event.message_finished:
+            self._fragments = 0
+        elif self._fragments > MAX_FRAGMENTS_PER_MESSAGE:
+            self._close_too_fragmented()
+            return
+        super().handle_message(event)
+
+    def _close_too_fragmented(self) -> None:
+        """Close 1009 as uvicorn does for a message over its size, and tell the application."""
+        if self.close_sent:
+            return
+        self.close_sent = True
+        reason = f"message in more than {MAX_FRAGMENTS_PER_MESSAGE} fragments"
+        self.queue.put_nowait({"type": "websocket.disconnect", "code": _CLOSE_TOO_BIG, "reason": reason})
+        if not self.transport.is_closing():
+            self.transport.write(self.conn.send(events.CloseConnection(code=_CLOSE_TOO_BIG, reason=reason)))
+            self.transport.close()
 
 
 def protocols(settings: Settings) -> tuple[type[GuardedH11Protocol], type[GuardedWSProtocol]]:
