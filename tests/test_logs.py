@@ -62,6 +62,8 @@ def test_text_appends_fields_as_key_value_before_any_traceback() -> None:
     [
         ('%s - "WebSocket %s" [accepted]', ("127.0.0.1:5", "/v1/stream?voice=af_bella&api_key=s3cret-key")),
         ("GET /agent/ws?API_KEY=s3cret-key HTTP/1.1", ()),
+        ('%s - "WebSocket %s" [accepted]', ("127.0.0.1:5", "/v1/stream?api%5Fkey=s3cret-key")),
+        ("GET /v1/stream?voice=a&%61pi_key=s3cret-key HTTP/1.1", ()),
     ],
 )
 def test_keys_in_logged_urls_are_redacted(message: str, args: tuple[object, ...]) -> None:
@@ -77,3 +79,16 @@ def test_a_context_logger_adds_its_fields_to_each_calls_extra(caplog: pytest.Log
         log.info("turn ended", extra={"turn": 1})
         log.info("session closed")
     assert [fields_of(r) for r in caplog.records] == [{"session": "abc", "turn": 1}, {"session": "abc"}]
+
+
+def test_a_control_character_in_a_logged_path_cannot_forge_a_line_of_the_text_log() -> None:
+    forged = "/v1/x\n2026-01-01 00:00:00,000 INFO koe.server.session: session opened"
+    line = TextFormatter().format(record("websocket %s refused: %s", forged, "forbidden_origin"))
+    assert "\n" not in line
+    assert "\\x0a2026-01-01" in line
+
+
+def test_a_redaction_leaves_other_parameters_alone() -> None:
+    made = record("GET /v1/stream?voice=af_bella&speed=1.2 HTTP/1.1")
+    assert RedactSecrets().filter(made)
+    assert made.getMessage() == "GET /v1/stream?voice=af_bella&speed=1.2 HTTP/1.1"

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote_plus
 
 #: Attributes every record has (and uvicorn's ANSI-coloured copy of its message); anything else on a
 #: record came from ``extra``.
@@ -22,8 +23,12 @@ _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, No
     "taskName",
     "color_message",
 }
-#: ``?api_key=…`` in a logged URL (uvicorn logs WebSocket paths with their query).
-_QUERY_SECRET = re.compile(r"(api_key=)[^&\s\"']+", re.IGNORECASE)
+#: A query parameter in a logged URL (uvicorn logs paths with their query, still percent-encoded).
+_QUERY_PARAMETER = re.compile(r"([?&])([^=&\s\"'?]+)=([^&\s\"']*)")
+#: The parameter that carries a key, as the server reads it: after percent-decoding (``api%5Fkey``).
+_SECRET_PARAMETER = "api_key"
+#: Control characters a client may smuggle into a logged path (``%0A``) would forge lines of a text log.
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F)}
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -40,7 +45,8 @@ class TextFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
-        return line + "".join(f" {key}={value}" for key, value in fields_of(record).items())
+        line += "".join(f" {key}={value}" for key, value in fields_of(record).items())
+        return line.translate(_CONTROLS)  # one record, one line: a traceback follows on lines of its own
 
 
 class JsonFormatter(logging.Formatter):
@@ -61,13 +67,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+def _redacted(match: re.Match[str]) -> str:
+    separator, name, _value = match.groups()
+    if unquote_plus(name).lower() != _SECRET_PARAMETER:
+        return match.group()
+    return f"{separator}{name}=[redacted]"
+
+
 class RedactSecrets(logging.Filter):
-    """Hides API keys that clients put in URLs (``?api_key=``) before any handler writes them."""
+    """Hides API keys that clients put in URLs (``?api_key=``, in any percent-encoding the server would
+    accept) before any handler writes them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if "api_key=" in message.lower():
-            record.msg, record.args = _QUERY_SECRET.sub(r"\1[redacted]", message), None
+        if "=" in message:
+            redacted = _QUERY_PARAMETER.sub(_redacted, message)
+            if redacted != message:
+                record.msg, record.args = redacted, None
         return True
 
 
