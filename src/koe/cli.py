@@ -26,6 +26,8 @@ from koe.errors import KoeError
 from koe.logs import JsonFormatter, RedactSecrets, TextFormatter
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from koe.pipeline.speech import Speech
     from koe.settings import Settings
 
@@ -304,23 +306,33 @@ def _register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     parser = subparsers.add_parser(
         "serve", help="serve the SageMaker contract, the streaming protocol and the OpenAI speech API"
     )
-    parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default: KOE_PORT or 8080)")
-    parser.add_argument("--workers", type=int, help="concurrent synthesis calls (default: KOE_WORKERS or 2)")
+    _add_listen_flags(parser, port_default="KOE_PORT or 8080")
     parser.add_argument("--windowed", action="store_true", help="decode streamed segments in windows")
     _add_engine_flags(parser)
     parser.set_defaults(handler=_run_serve)
 
 
-def _run_serve(args: argparse.Namespace) -> int:
+def _add_listen_flags(parser: argparse.ArgumentParser, *, port_default: str) -> None:
+    """The flags every serving command shares: where it listens, and how many synthesis calls at once."""
+    parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help=f"port (default: {port_default})")
+    parser.add_argument("--workers", type=int, help="concurrent synthesis calls (default: KOE_WORKERS or 2)")
+
+
+def _load_for_serving(settings: Settings) -> Future[Speech]:
+    """Start loading the engine in the background, after fetching it first when asked to download."""
     from koe.server.runtime import load_in_background
 
+    if settings.download:  # loading only verifies: fetch first, as `koe install --download` does
+        _fetch_remote(settings.engine, download=True)
+    return load_in_background(settings)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
     settings = settings_of(
         args, host=args.host, port=args.port, workers=args.workers, windowed=args.windowed or None
     )
-    if settings.download:  # loading only verifies: fetch first, as `koe install --download` does
-        _fetch_remote(settings.engine, download=True)
-    loading = load_in_background(settings)  # while the web stack is imported
+    loading = _load_for_serving(settings)  # while the web stack is imported
     from koe.app import serve
 
     _stderr.print(f"koe on http://{settings.host}:{settings.port} — /ping answers 200 once the model is warm")
@@ -337,9 +349,7 @@ def _register_wyoming(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     parser = subparsers.add_parser(
         "wyoming", help="serve Wyoming alone (Home Assistant's local TTS protocol, streamed), docs/wyoming.md"
     )
-    parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default: KOE_WYOMING_PORT or 10200)")
-    parser.add_argument("--workers", type=int, help="concurrent synthesis calls (default: KOE_WORKERS or 2)")
+    _add_listen_flags(parser, port_default="KOE_WYOMING_PORT or 10200")
     parser.add_argument(
         "--zeroconf",
         nargs="?",
@@ -356,7 +366,6 @@ def _run_wyoming(args: argparse.Namespace) -> int:
     import asyncio
     import dataclasses
 
-    from koe.server.runtime import load_in_background
     from koe.server.wyoming import DEFAULT_PORT, serve
 
     settings = settings_of(
@@ -364,9 +373,7 @@ def _run_wyoming(args: argparse.Namespace) -> int:
     )
     if settings.wyoming_port is None:
         settings = dataclasses.replace(settings, wyoming_port=DEFAULT_PORT)
-    if settings.download:  # loading only verifies: fetch first, as `koe install --download` does
-        _fetch_remote(settings.engine, download=True)
-    loading = load_in_background(settings)
+    loading = _load_for_serving(settings)
     _stderr.print(f"koe's Wyoming server on tcp://{settings.host}:{settings.wyoming_port}")
     asyncio.run(serve(settings, loading))
     return 0
