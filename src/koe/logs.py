@@ -3,6 +3,10 @@
 Modules log with ``logging.getLogger(__name__)`` and put what a machine should read (session, turn,
 durations) in ``extra``; the CLI, the only place that configures logging, picks :class:`TextFormatter`
 or :class:`JsonFormatter` and adds :class:`RedactSecrets`. Nothing here touches the root logger.
+
+A log line holds codes, lengths, counts, durations, ids, voices and paths, never what a client wrote (its
+text, a message's content) nor a key: an error told to a client is logged by :func:`log_refusal`, without
+its message, which may quote what the client sent.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from collections.abc import Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote_plus
+
+from koe.errors import KoeError
 
 #: Attributes every record has (and uvicorn's ANSI-coloured copy of its message); anything else on a
 #: record came from ``extra``.
@@ -96,3 +102,17 @@ class ContextLogger(logging.LoggerAdapter[logging.Logger]):
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
         kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
         return msg, kwargs
+
+
+def log_refusal(
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
+    where: str,
+    error: KoeError,
+    *,
+    level: int = logging.INFO,
+) -> None:
+    """Log an error a client is answered with: ``where`` (a route, a session's step), the error's code and
+    the request field it is about, if any. Never its message, which may quote the client's text (a script
+    sample, a word G2P failed on) or a header it sent."""
+    fields = {"code": error.code} if error.param is None else {"code": error.code, "param": error.param}
+    logger.log(level, "%s", where, extra=fields)

@@ -123,14 +123,15 @@ def test_mandarin_numbers_are_read_by_cn2an_a_year_digit_by_digit(registry: G2PR
     assert g2p.phonemize("3.5%") == g2p.phonemize("百分之三点五")
 
 
-def test_symbols_outside_the_vocabulary_are_reported_once_and_removed(
+def test_symbols_outside_the_vocabulary_are_reported_once_with_the_words_length_not_the_word_and_removed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="koe.g2p.symbols"):
         assert keep_known("a☃b", "test-lang", "snowman") == "ab"
         assert keep_known("c☃d", "test-lang", "again") == "cd"
     messages = [r.getMessage() for r in caplog.records]
-    assert len(messages) == 1 and "U+2603" in messages[0] and "snowman" in messages[0]
+    assert len(messages) == 1 and "U+2603" in messages[0] and "of 7 characters" in messages[0]
+    assert "snowman" not in messages[0]
 
 
 def test_every_espeak_language_is_one_kokoro_speaks() -> None:

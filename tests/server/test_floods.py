@@ -187,12 +187,30 @@ def test_a_message_in_endless_empty_fragments_is_closed_1009(serve_fake: ServerF
         continuation = client_frame(0x0, b"")
         empty = bytes([continuation[0] & 0x7F]) + continuation[1:]
         sock.sendall(empty * (2 * MAX_FRAGMENTS_PER_MESSAGE))
-        received = b""
-        while b"\x88" not in received:  # the server's close frame
-            chunk = sock.recv(4096)
-            assert chunk, "the server dropped the socket without a close frame"
-            received += chunk
-        close = received[received.index(b"\x88") :]
-        assert int.from_bytes(close[2:4], "big") == 1009
+        assert server_close_code(sock) == 1009
         sock.close()
         assert_serving(live)
+
+
+def test_a_text_frame_of_invalid_utf8_is_closed_1007(serve_fake: ServerFactory) -> None:
+    """A text message that is not UTF-8 gets the close code that says so (RFC 6455 §8.1), not a socket
+    dropped without a word; the server serves on."""
+    with serve_fake() as live:
+        sock = open_raw(live)
+        sock.sendall(client_frame(0x1, b'{"type": "append", "text": "\xff\xfe"}'))
+        assert server_close_code(sock) == 1007
+        sock.close()
+        assert_serving(live)
+
+
+def server_close_code(sock: socket.socket) -> int:
+    """The code of the server's close frame (its first bytes after what else the server sent)."""
+    received = b""
+    while b"\x88" not in received:
+        chunk = sock.recv(4096)
+        assert chunk, "the server dropped the socket without a close frame"
+        received += chunk
+    close = received[received.index(b"\x88") :]
+    while len(close) < 4:
+        close += sock.recv(4096)
+    return int.from_bytes(close[2:4], "big")

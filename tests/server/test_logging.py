@@ -113,3 +113,62 @@ def test_each_http_request_logs_one_line_when_its_response_ends(
     assert fields["audio_s"] == pytest.approx(fake_seconds(HTTP_TEXT), abs=0.002)
     assert fields["first_audio_ms"] > 0 and len(fields["request"]) == 12
     assert_no_user_text(caplog.records)
+
+
+#: Hostile input, in no message of koe's own: the Cyrillic one is quoted back to the client in the
+#: ``unsupported_script`` error (a sample of the text), the Latin one in other errors' messages.
+SECRET = "Секретный"
+MARKER = "Xylophonistic"
+HOSTILE = (SECRET, MARKER)
+#: The test's own clients, which log what they send at DEBUG.
+CLIENT_LOGGERS = ("httpx", "httpcore", "websockets")
+
+
+def test_refusals_and_failures_log_their_codes_never_the_text_that_caused_them(
+    fake_server: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every route's refusal, a session's errors and a failed segment: the client hears the message (which
+    quotes its text), the log gets the code, at any level."""
+    url = fake_server.http_url
+    quoted: list[str] = []
+
+    async def session() -> None:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
+            await send(ws, {"type": "append", "text": f"Read {SECRET} aloud."})
+            await send(ws, {"type": "flush"})
+            (error, *_) = [m for m in await until(ws, of_type("flushed")) if m["type"] == "error"]
+            await send(ws, {"type": MARKER})
+            (invalid,) = await until(ws, of_type("error"))
+        assert isinstance(error, dict) and isinstance(invalid, dict)
+        quoted.extend([error["message"], invalid["message"]])
+
+    with caplog.at_level(logging.DEBUG), httpx.Client(base_url=url, timeout=WAIT_S) as client:
+        refused = [
+            client.post("/invocations", json={"text": f"Read {SECRET}."}),
+            client.post("/v1/audio/speech", json={"model": "tts-1", "input": SECRET, "voice": "alloy"}),
+            client.post("/v1/speak", json={"text": SECRET}),
+            client.post("/invocations", json={"text": "Hi.", "voice": MARKER}),
+            client.post("/agent/invocations", json={"read": "Hi.", "lang": MARKER}),
+            client.post("/invocations", json={"text": "Hi."}, headers={"Origin": f"http://{MARKER}.example"}),
+            client.post("/invocations", json={"text": "Hi."}, headers={"Host": f"{MARKER}.example"}),
+        ]
+        failed = client.post("/invocations", json={"text": f"{MARKER} kaboom.", "format": "pcm"})
+        run(session)
+        wait_for(lambda: [r for r in caplog.records if getattr(r, "code", None) == "invalid_message"])
+    assert [r.status_code for r in refused] == [400, 400, 400, 400, 400, 403, 403]
+    assert failed.status_code == 200
+    quoted += [response.text for response in refused]
+    assert all(any(hostile in message for hostile in HOSTILE) for message in quoted)  # the control
+    codes = {getattr(r, "code", None) for r in caplog.records}
+    assert {
+        "unsupported_script",
+        "unknown_voice",
+        "invalid_message",
+        "forbidden_origin",
+        "forbidden_host",
+    } <= codes
+    assert "synthesis_failed" in codes  # the failed segment
+    server = [r for r in caplog.records if r.name.split(".")[0] not in CLIENT_LOGGERS]
+    for formatter in (TextFormatter(), JsonFormatter()):
+        written = "\n".join(formatter.format(r) for r in server)
+        assert not [hostile for hostile in HOSTILE if hostile in written]

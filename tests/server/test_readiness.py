@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import signal
+import socket
 import subprocess
 import threading
+import time
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -172,3 +176,34 @@ def test_sigterm_drains_an_http_stream_in_flight_and_closes_sessions_with_1012(t
         assert server.wait(GRACE_S) == -signal.SIGTERM
     text = log.read_text()
     assert "Application shutdown complete" in text and "Traceback" not in text
+
+
+def test_shutdown_answers_a_request_whose_chunked_body_is_still_trickling_503_at_once(
+    serve_fake: ServerFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The body would never end: shutdown answers ``shutting_down`` at once, not a 500 after the grace."""
+    grace_s = 30.0
+    with (
+        caplog.at_level(logging.INFO),
+        serve_fake(shutdown_grace_s=grace_s, body_timeout_s=2 * grace_s) as live,
+    ):
+        sock = socket.create_connection((LOOPBACK, live.port))
+        sock.sendall(
+            f"POST /invocations HTTP/1.1\r\nHost: {LOOPBACK}:{live.port}\r\n"
+            'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{"\r\n'.encode()
+        )
+        wait_for(lambda: bool(live.server.server_state.tasks), "the request to reach the application")
+        sock.sendall(b"4\r\ntext\r\n")  # still trickling
+        started = time.monotonic()
+        live.server.should_exit = True  # what uvicorn's SIGTERM handler does
+        sock.settimeout(grace_s / 2)
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+        waited_s = time.monotonic() - started
+        sock.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in head.lower()
+    assert json.loads(body)["error"] == "shutting_down"
+    assert waited_s < grace_s / 10
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

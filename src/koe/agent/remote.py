@@ -132,8 +132,9 @@ class RemoteTurn:
                 while not isinstance(await self._client.receive(), Cancelled):
                     pass  # the cancelled turn's last frames and messages
         except (KoeError, TimeoutError) as exc:
+            reason = exc.code if isinstance(exc, KoeError) else "timed out"  # a message may quote the text
             logger.warning(
-                "TTS session %s did not acknowledge a cancel (%s); dropping it", self._client.url, exc
+                "TTS session %s did not acknowledge a cancel (%s); dropping it", self._client.url, reason
             )
             self._broken = f"a cancel was not acknowledged ({exc or 'timed out'})"
         self._spoken = True

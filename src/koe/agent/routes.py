@@ -36,6 +36,7 @@ from koe.agent.replay import ReplaySource
 from koe.agent.service import VoiceAgent
 from koe.errors import KoeError, LimitError, OverloadedError
 from koe.languages import DEFAULT, LANGUAGES, of_voice
+from koe.logs import log_refusal
 from koe.types import SAMPLE_RATE
 from koe.web import page
 from koe.wire.body import read_body
@@ -282,7 +283,7 @@ def create_agent_app(agent: VoiceAgent, middleware: Sequence[Middleware] = ()) -
 async def _error_response(request: Request, exc: Exception) -> Response:
     """A ``KoeError`` from an agent route as koe's JSON error (``koe serve`` uses the server's handler)."""
     error = cast(KoeError, exc)
-    logger.info("%s %s: %s: %s", request.method, request.url.path, error.code, error.message)
+    log_refusal(logger, f"{request.method} {request.url.path} refused", error)
     status = route_of(error).http_status
     return JSONResponse(error_body(error), status_code=status, headers=response_headers(error))
 

@@ -109,7 +109,9 @@ class MandarinG2P:
         """``(start, end, phonemes, inner spans or None)`` for each word of a piece of one kind."""
         if kind == "latin":
             if self._english is None:
-                logger.info("Mandarin G2P has no English reader; %r is not spoken", piece)
+                logger.info(
+                    "Mandarin G2P has no English reader; %d Latin characters are not spoken", len(piece)
+                )
                 return []
             phonemes, words = self._english().phonemize_words(piece)
             return [(at, at + len(piece), phonemes, words)]

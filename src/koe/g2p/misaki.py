@@ -168,7 +168,7 @@ class MisakiG2P:
         for token in tokens:
             phonemes = " ".join((token.phonemes or "").replace(UNKNOWN, "").split())
             if token.phonemes is None or UNKNOWN in token.phonemes:
-                logger.debug("G2P could not read %r; it is skipped", token.text)
+                logger.debug("G2P could not read a word of %d characters; it is skipped", len(token.text))
             word = token.text.strip()  # spaCy folds runs of extra spaces into the next token's text
             found = text.find(word, cursor) if word else -1
             if found >= 0:

@@ -25,7 +25,8 @@ def unknown_symbols(phonemes: str) -> list[str]:
 
 
 def keep_known(phonemes: str, lang: str, word: str) -> str:
-    """``phonemes`` without the symbols the model lacks; a symbol new to ``lang`` is logged with ``word``."""
+    """``phonemes`` without the symbols the model lacks; a symbol new to ``lang`` is logged (with the length
+    of ``word``, never the word)."""
     unknown = unknown_symbols(phonemes)
     if not unknown:
         return phonemes
@@ -34,10 +35,10 @@ def keep_known(phonemes: str, lang: str, word: str) -> str:
         _reported.update((symbol, lang) for symbol in new)
     if new:
         logger.warning(
-            "%s G2P made phonemes the model does not know (%s) for %r: they are left out",
+            "%s G2P made phonemes the model does not know (%s) for a word of %d characters: left out",
             lang,
-            " ".join(f"{symbol!r} U+{ord(symbol):04X}" for symbol in new),
-            word,
+            " ".join(f"U+{ord(symbol):04X}" for symbol in new),
+            len(word),
         )
     drop = set(unknown)
     return "".join(symbol for symbol in phonemes if symbol not in drop)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from koe.errors import OverloadedError
+from koe.errors import KoeError, OverloadedError
 from koe.scheduler.batch import BatchGroup, CallObserver, hold_until
 
 logger = logging.getLogger(__name__)
@@ -392,7 +392,9 @@ class Scheduler:
     def _settle(self, job: _Job[Any], result: Any, error: BaseException | None) -> None:
         if job.future.done():
             self._discarded += 1
-            if error is not None:
+            if isinstance(error, KoeError):  # a failure koe raises on purpose; its message may quote the text
+                logger.warning("a discarded job failed: %s", error.code)
+            elif error is not None:
                 logger.warning("a discarded job failed", exc_info=error)
         elif error is not None:
             self._failed += 1

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 
 from koe.errors import KoeError
+from koe.logs import log_refusal
 from koe.server.http import koe_error, runtime_of
 from koe.server.origin import is_loopback
 from koe.settings import Settings
@@ -129,7 +130,7 @@ class ApiKeyMiddleware:
 
 async def _refuse(websocket: WebSocket, error: KoeError) -> None:
     runtime_of(websocket).metrics.errors.labels(error.code).inc()
-    logger.info("WebSocket %s: %s: %s", websocket.url.path, error.code, error.message)
+    log_refusal(logger, f"WebSocket {websocket.url.path} refused", error)
     close_code = route_of(error).ws_close
     assert close_code is not None  # unauthorized always closes (server/errors.py)
     try:

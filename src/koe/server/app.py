@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from koe.errors import KoeError
+from koe.logs import log_refusal
 from koe.server import deepgram, http
 from koe.server.access import HEALTH_PATHS, access_middleware, key_subprotocol
 from koe.server.origin import origin_middleware
@@ -52,7 +53,7 @@ async def stream_endpoint(websocket: WebSocket) -> None:
         refusal = _query_refusal(runtime, query)
         if refusal is not None:
             runtime.metrics.errors.labels(refusal.code).inc()
-            logger.info("WebSocket %s refused: %s: %s", websocket.url.path, refusal.code, refusal.message)
+            log_refusal(logger, f"WebSocket {websocket.url.path} refused", refusal)
             response = JSONResponse(error_body(refusal), status_code=route_of(refusal).http_status)
             await websocket.send_denial_response(response)
             return
@@ -62,7 +63,7 @@ async def stream_endpoint(websocket: WebSocket) -> None:
             await Session(websocket, runtime, synthesizer, websocket.query_params).run()
     except KoeError as exc:  # refused: not ready, shutting down, too many sessions
         runtime.metrics.errors.labels(exc.code).inc()
-        logger.info("WebSocket %s refused: %s: %s", websocket.url.path, exc.code, exc.message)
+        log_refusal(logger, f"WebSocket {websocket.url.path} refused", exc)
         retry = getattr(exc, "retry_after_s", None)
         await _close(
             websocket,

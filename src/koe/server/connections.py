@@ -12,6 +12,10 @@
   never reads would otherwise pile pongs up in memory (uvicorn writes each one regardless). RFC 6455 §5.5.3
   lets an endpoint answer only the most recent ping.
 
+* **Shutdown** answers a request still receiving its body at once (503 ``shutting_down``, through
+  :data:`koe.wire.body.SHUTDOWN_EXTENSION`): uvicorn would wait for the body, which a client trickling it
+  need never end, until the grace is over and then fail the request with a 500.
+
 A request body's deadline is :func:`koe.wire.body.read_body`'s (an answer, 408, is still possible then).
 """
 
@@ -25,8 +29,10 @@ from typing import Any
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.websockets.wsproto_impl import WSProtocol
 from wsproto import events
+from wsproto.connection import ConnectionState
 
 from koe.settings import Settings
+from koe.wire.body import SHUTDOWN_EXTENSION
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +99,8 @@ class _StallDeadline:
 
 
 class GuardedH11Protocol(_StallDeadline, H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request head and on stalled writes."""
+    """uvicorn's h11 protocol with a deadline on each request head and on stalled writes, and a shutdown
+    its requests learn of."""
 
     header_timeout_s: float
 
@@ -109,8 +116,19 @@ class GuardedH11Protocol(_StallDeadline, H11Protocol):
     def handle_events(self) -> None:
         cycle = self.cycle
         super().handle_events()
-        if self.cycle is not cycle:  # a complete request head arrived
+        if self.cycle is not cycle:  # a complete request head arrived; its application task has not run yet
             self._head.cancel()
+            requested: asyncio.Future[None] = self.loop.create_future()
+            self.cycle.scope.setdefault("extensions", {})[SHUTDOWN_EXTENSION] = {"requested": requested}
+
+    def shutdown(self) -> None:
+        """Tell a request whose body is still arriving, then let uvicorn finish the connection."""
+        cycle = self.cycle
+        if cycle is not None and cycle.more_body and not cycle.response_started:
+            requested = cycle.scope.get("extensions", {}).get(SHUTDOWN_EXTENSION, {}).get("requested")
+            if isinstance(requested, asyncio.Future) and not requested.done():
+                requested.set_result(None)
+        super().shutdown()
 
     def handle_websocket_upgrade(self, event: Any) -> None:
         self._head.cancel()  # the transport passes to the WebSocket protocol
@@ -134,7 +152,8 @@ class GuardedH11Protocol(_StallDeadline, H11Protocol):
 
 class GuardedWSProtocol(_StallDeadline, WSProtocol):
     """uvicorn's wsproto protocol (its ``send`` waits while the buffer is full, so a session's water marks
-    hold) with a deadline on stalled writes and no pongs while the buffer is full."""
+    hold) with a deadline on stalled writes, no pongs while the buffer is full, and a close frame for a
+    frame wsproto cannot accept."""
 
     def handle_ping(self, event: events.Ping) -> None:
         if self.writable.is_set():
@@ -148,6 +167,14 @@ class GuardedWSProtocol(_StallDeadline, WSProtocol):
             self._close_too_fragmented()
             return
         super().handle_message(event)
+
+    def handle_close(self, event: events.CloseConnection) -> None:
+        """A frame wsproto could not accept (invalid UTF-8 in a text message: 1007; a malformed frame: 1002)
+        reaches here as a close the client never sent, with the connection still open: uvicorn would drop
+        the socket without a word, so the client is told the code first (RFC 6455 §7.1.7)."""
+        if not self.close_sent and self.conn.state is ConnectionState.OPEN:
+            self.transport.write(self.conn.send(events.CloseConnection(code=event.code, reason=event.reason)))
+        super().handle_close(event)
 
     def _close_too_fragmented(self) -> None:
         """Close 1009 as uvicorn does for a message over its size, and tell the application."""

@@ -10,6 +10,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from koe.errors import KoeError
+from koe.logs import log_refusal
 from koe.server.request_id import request_id_of
 from koe.server.requests import OPENAI_MODELS, parse_invocation, parse_openai_speech
 from koe.server.responses import respond
@@ -32,7 +33,7 @@ async def koe_error(request: Request, exc: Exception) -> Response:
     """Starlette exception handler: every ``KoeError`` from an HTTP route, mapped in one place."""
     error = cast(KoeError, exc)
     runtime_of(request).metrics.errors.labels(error.code).inc()
-    logger.info("%s %s: %s: %s", request.method, request.url.path, error.code, error.message)
+    log_refusal(logger, f"{request.method} {request.url.path} refused", error)
     path = request.url.path
     if path == _DEEPGRAM_PATH:
         body = deepgram_error_body(error, request_id_of(request))

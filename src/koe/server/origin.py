@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from koe.errors import KoeError
+from koe.logs import log_refusal
 from koe.settings import Settings
 from koe.wire.errors import error_body, route_of
 from koe.wire.fields import preview
@@ -86,7 +87,7 @@ class OriginMiddleware:
         runtime = getattr(scope["app"].state, "runtime", None)  # the TTS server's; the agent alone has none
         if runtime is not None:
             runtime.metrics.errors.labels(problem.code).inc()
-        logger.info("%s %s refused: %s: %s", scope["type"], scope["path"], problem.code, problem.message)
+        log_refusal(logger, f"{scope['type']} {scope['path']} refused", problem)
         response = JSONResponse(error_body(problem), status_code=route_of(problem).http_status)
         if scope["type"] == "websocket":
             await WebSocket(scope, receive, send).send_denial_response(response)

@@ -8,9 +8,10 @@ Admission, voice and the first job's place in the queue are all settled before t
 so a refusal is a proper 503/400 rather than a broken stream. A streamed body holds its request slot
 until the response ends, however it ends (client gone, error, done). Synthesis stops within a segment of
 the client leaving, streamed or not: a streamed body is cancelled by Starlette when the client
-disconnects, a complete file here (its synthesis races the disconnect). A complete file is encoded in one
-of the runtime's encoding threads (:attr:`~koe.server.runtime.Runtime.encoders`): a long MP3 or AAC takes
-seconds of CPU, which on the event loop every other session would wait out.
+disconnects, a complete file here (its synthesis races the disconnect). A complete file, and the tail of
+a streamed body (for FLAC, sent whole, the whole file), is encoded in one of the runtime's encoding threads
+(:attr:`~koe.server.runtime.Runtime.encoders`): a long MP3, AAC or FLAC takes up to seconds of CPU, which on
+the event loop every other session would wait out.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from starlette.types import Receive
 
 from koe.audio.encoder import body_encoder, encode_whole
 from koe.audio.formats import content_type
+from koe.logs import log_refusal
 from koe.pipeline.listener import Listener
 from koe.pipeline.speaker import SegmentAudio, SegmentFailed, SegmentStarted, Speaker
 from koe.pipeline.words import SpokenWord
@@ -74,7 +76,7 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float, 
     if _is_whole(request):
         with held:
             return await _unless_disconnected(receive, _whole(parts, speaker, request, runtime.encoders))
-    chunks = _chunks(parts, request)
+    chunks = _chunks(parts, request, runtime.encoders)
     if request.body is Body.OPENAI_SSE:
         return HeldStreamingResponse(_sse(chunks, request.timestamps), held.close, _EVENT_STREAM)
     if request.body is Body.AWS_SSE:
@@ -133,19 +135,19 @@ async def _parts(speaker: Speaker, metrics: Metrics) -> Parts:
                 words = ()
             case SegmentFailed(error=error):
                 metrics.errors.labels(error.code).inc()
-                logger.warning("a segment failed and was skipped: %s", error.message)
+                log_refusal(logger, "a segment failed and was skipped", error, level=logging.WARNING)
     speaker.tally.outcome = "completed"
 
 
 async def _chunks(
-    parts: Parts, request: SpeechRequest
+    parts: Parts, request: SpeechRequest, encoders: Executor
 ) -> AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]:
     """Each part's encoded audio (may be empty: encoders buffer; FLAC comes whole at the end) with its words;
-    then the encoder's tail."""
+    then the encoder's tail, made in one of ``encoders``' threads: for FLAC it is the whole file."""
     encoder = body_encoder(request.format, request.sample_rate)
     async for words, part in parts:
         yield words, encoder.encode(part.audio)
-    yield (), encoder.finish()
+    yield (), await asyncio.get_running_loop().run_in_executor(encoders, encoder.finish)
 
 
 async def _audio(chunks: AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]) -> AsyncIterator[bytes]:

@@ -17,7 +17,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDiscon
 
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, KoeError, LimitError, OverloadedError
-from koe.logs import ContextLogger
+from koe.logs import ContextLogger, log_refusal
 from koe.pipeline.listener import Listener
 from koe.pipeline.synthesizer import Synthesizer
 from koe.server.outbox import CloseRequest, Outbox
@@ -327,7 +327,7 @@ class Session:
         self._runtime.metrics.errors.labels(error.code).inc()
         retry = error.retry_after_s if isinstance(error, OverloadedError) else None
         self._outbox.control(encode(Error(error.code, error.message, retry)))
-        self._log.info("error: %s", error.message, extra={"code": error.code})
+        log_refusal(self._log, "error sent", error)
         if route.ws_close is None:
             return False
         if not self._closing and self._tg is not None:

@@ -13,6 +13,7 @@ from concurrent.futures import Future
 from contextlib import suppress
 
 from koe.errors import ConfigError, KoeError
+from koe.logs import log_refusal
 from koe.pipeline.speech import Speech
 from koe.server.discovery import Announcement
 from koe.server.origin import is_loopback
@@ -78,7 +79,7 @@ class WyomingServer:
                 await session.run()
         except KoeError as exc:  # refused: not ready, shutting down, too many sessions
             runtime.metrics.errors.labels(exc.code).inc()
-            logger.info("wyoming connection refused: %s: %s", exc.code, exc.message)
+            log_refusal(logger, "wyoming connection refused", exc)
             await _refuse(writer, Error(exc.code, exc.message))
         except Exception:
             logger.exception("a wyoming session failed")

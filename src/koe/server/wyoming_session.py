@@ -23,7 +23,7 @@ from koe import __version__
 from koe.audio.formats import AudioFormat
 from koe.audio.pcm import to_pcm16
 from koe.errors import KoeError, LimitError, OverloadedError, ProtocolError, VoiceError
-from koe.logs import ContextLogger
+from koe.logs import ContextLogger, log_refusal
 from koe.pipeline.listener import Listener
 from koe.pipeline.speaker import SegmentAudio, SegmentFailed, Speaker
 from koe.pipeline.synthesizer import Synthesizer
@@ -46,6 +46,8 @@ from koe.wire.wyoming import (
     EventDecoder,
     Info,
     InfoVoice,
+    Ping,
+    Pong,
     ServerEvent,
     Synthesize,
     SynthesizeChunk,
@@ -303,6 +305,8 @@ class WyomingSession:
         match event:
             case Describe():
                 self._outbox.control(encode(info_of(self._synthesizer)))
+            case Ping(text=text):
+                self._outbox.control(encode(Pong(text)))  # a liveness check: never behind audio
             case Synthesize(text=text, voice=voice):
                 if self._open is not None:
                     return  # a streamed request's copy of its text, for servers that do not stream
@@ -449,7 +453,7 @@ class WyomingSession:
         WebSocket session: :func:`~koe.wire.errors.route_of`) or is ``fatal``. Returns whether it does."""
         self._runtime.metrics.errors.labels(error.code).inc()
         self._outbox.control(encode(Error(error.code, error.message)))
-        self._log.info("error: %s", error.message, extra={"code": error.code})
+        log_refusal(self._log, "error sent", error)
         if route_of(error).ws_close is None and not fatal:
             return False
         if not self._closing and self._tg is not None:
