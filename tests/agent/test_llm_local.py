@@ -18,10 +18,17 @@ from websockets.asyncio.client import connect
 
 from koe.agent.base import Message
 from koe.agent.config import LLMConfig, local_installed
+from koe.agent.events import AgentEvent, SegmentReady, TurnDone
 from koe.agent.openai_compatible import OpenAICompatibleSource, OpenAIOptions
+from koe.agent.pipeline import AgentOptions, AgentSession
+from koe.agent.sentences import SentenceGate
 from koe.errors import UpstreamError
+from koe.pipeline.synthesizer import Synthesizer
+from koe.text.boundary import Kind, Scanner
+from koe.text.languages.lookup import rules_for
 from live_checks import wait_serving
 from live_server import LOOPBACK, LiveServer, loopback_socket
+from support.agent import with_session
 from support.fake import FakeEngine
 from support.llm import serve_agent
 from ws_events import messages, receive, run, send, until
@@ -174,3 +181,33 @@ def test_barge_in_stops_the_local_models_answer_and_the_next_question_is_answere
                 assert answer[-1]["audio_s"] > 0 and answer[-1]["turn"] == 1
 
         run(main)
+
+
+def test_the_local_agent_answers_the_hiking_question_in_a_few_whole_sentences_none_repeated() -> None:
+    """The question SmolLM2 once answered with one sentence ten times, cut off at the token cap."""
+    from koe.agent.llama import LlamaSource
+
+    source = LlamaSource()
+
+    async def main(session: AgentSession, synthesizer: Synthesizer) -> list[AgentEvent]:
+        turn = await session.start("What should I pack for a weekend hiking trip?", source)
+        events = [event async for event in session.events(turn)]
+        await source.aclose()
+        return events
+
+    events = with_session(main)
+    done = events[-1]
+    assert isinstance(done, TurnDone) and not done.interrupted
+    check = SentenceGate(max_sentences=100)
+    assert check.feed(done.text) + check.finish() == done.text and check.dropped == 0  # no sentence twice
+    assert done.text.rstrip()[-1] in ".!?"
+    segments = [e for e in events if isinstance(e, SegmentReady)]
+    assert segments and segments[-1].text.rstrip()[-1] in ".!?"
+    assert _sentence_count(done.text) <= AgentOptions().max_answer_sentences
+
+
+def _sentence_count(text: str) -> int:
+    rules = rules_for("en-us")
+    scanner = Scanner(rules.abbreviations, rules.inverted_marks)
+    scanner.feed(text)
+    return sum(boundary.kind >= Kind.SENTENCE for boundary in scanner.scan(True))

@@ -151,3 +151,42 @@ def test_an_unreachable_llm_is_reported_and_the_turn_still_ends() -> None:
     error = events[1]
     assert isinstance(error, TurnError) and error.code == "upstream_error" and str(port) in error.message
     assert history == []  # nothing was said, so the exchange is not kept
+
+
+LOOPING = (
+    "Pack water and snacks. Don't forget your camera. Don't forget your camera. Wear good boots. "
+    "Bring a map. Have fun out there."
+)
+
+
+def answer_of(source: RecordingSource) -> tuple[list[AgentEvent], list[Message]]:
+    async def main(session: AgentSession, synthesizer: Synthesizer) -> tuple[list[AgentEvent], list[Message]]:
+        turn = await session.start("What should I pack for a hike?", source)
+        return [event async for event in session.events(turn)], session.history
+
+    return with_session(main)
+
+
+def test_an_llm_answer_is_spoken_in_whole_sentences_none_twice_and_its_stream_closed_at_the_limit() -> None:
+    source = RecordingSource(LOOPING, tokens_per_s=500, simulated=False)
+    events, history = answer_of(source)
+    said = "Pack water and snacks. Don't forget your camera. Wear good boots."  # the limit: 3 sentences
+    # each sentence goes with the spacing after it, which proves its end to the TTS's segmenter
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == said + " "
+    assert isinstance(events[-1], TurnDone) and events[-1].text == said + " " and not events[-1].interrupted
+    assert "".join(e.text for e in events if isinstance(e, SegmentReady)).replace(" ", "") == said.replace(
+        " ", ""
+    )
+    assert source.closed and not source.finished  # the LLM was stopped, not read to its end
+    assert history[-1] == Message("assistant", said)  # history keeps the answer trimmed
+
+
+def test_an_llm_answer_cut_by_its_token_cap_ends_at_its_last_whole_sentence() -> None:
+    events, _ = answer_of(RecordingSource("Bring water. Wear good boots and a", 500, simulated=False))
+    assert isinstance(events[-1], TurnDone) and events[-1].text == "Bring water. "
+    assert [e.text.strip() for e in events if isinstance(e, SegmentReady)] == ["Bring water."]
+
+
+def test_read_aloud_text_is_spoken_as_given_repeats_and_all() -> None:
+    events, _ = answer_of(RecordingSource(LOOPING + " And then", tokens_per_s=500))
+    assert isinstance(events[-1], TurnDone) and events[-1].text == LOOPING + " And then"

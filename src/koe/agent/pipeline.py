@@ -30,16 +30,20 @@ from koe.agent.events import (
     TurnError,
     TurnStarted,
 )
+from koe.agent.sentences import SentenceGate
 from koe.errors import ConfigError, KoeError, LimitError, SynthesisError
 from koe.languages import DEFAULT, Language, language, of_voice
+from koe.logs import log_refusal
 
 logger = logging.getLogger(__name__)
 
 #: ``{language}`` is the turn's language by its own name ("日本語"), so the LLM answers in what the voice
-#: speaks.
+#: speaks. Plain short sentences because they are heard, not read: a list or an emoji has no sound, and a
+#: small model asked for brevity still repeats itself unless told not to.
 DEFAULT_SYSTEM_PROMPT = (
-    "You are a friendly voice assistant. Your answers are spoken aloud, so answer in one or two short "
-    "sentences of plain conversational {language}, with no lists, markdown, code or emoji."
+    "You are a friendly voice assistant. Your answer is spoken aloud: answer in two or three short "
+    "sentences of plain conversational {language}. Do not use lists, markdown, code or emoji, and do not "
+    "repeat yourself."
 )
 
 
@@ -71,6 +75,9 @@ class AgentOptions:
         max_history_messages: the most user/assistant messages kept (oldest exchanges drop first).
         max_prompt_chars: the longest question (or read-aloud text) accepted.
         max_answer_chars: an answer is cut here (the LLM stream is closed) and this is reported.
+        max_answer_sentences: an LLM's answer ends after this many sentences (the stream is closed); it is
+            passed on in whole sentences, none said twice (:mod:`koe.agent.sentences`). Read-aloud text
+            (a simulated source) is spoken as given.
         event_buffer: events queued between a turn and its client; a slow client pauses the turn.
         default_voice: the voice when a request names none.
     """
@@ -79,11 +86,13 @@ class AgentOptions:
     max_history_messages: int = 16
     max_prompt_chars: int = 4000
     max_answer_chars: int = 8000
+    max_answer_sentences: int = 3
     event_buffer: int = 16
     default_voice: str = "af_heart"
 
     def __post_init__(self) -> None:
-        for name in ("max_history_messages", "max_prompt_chars", "max_answer_chars", "event_buffer"):
+        limits = ("max_history_messages", "max_prompt_chars", "max_answer_chars", "max_answer_sentences")
+        for name in (*limits, "event_buffer"):
             if getattr(self, name) < 1:
                 raise ConfigError(
                     f"agent option {name}: expected an integer >= 1, got {getattr(self, name)}",
@@ -268,7 +277,7 @@ class AgentSession:
         except* KoeError as group:
             first = group.exceptions[0]
             assert isinstance(first, KoeError)  # except* KoeError holds only KoeErrors
-            logger.info("agent session %s turn %d: %s: %s", self.id, turn.number, first.code, first.message)
+            log_refusal(logger, f"agent session {self.id} turn {turn.number} failed", first)
             await turn.events.put(TurnError(turn.number, first.code, first.message))
         except* Exception as group:  # a bug: the client is told, the turn still ends with ``done``
             logger.error(
@@ -279,10 +288,19 @@ class AgentSession:
         await turn.events.put(turn.done_event(turn.answer, interrupted=False))
 
     async def _write(self, turn: AgentTurn, messages: list[Message], tts: SpeakerTurn) -> None:
-        """LLM deltas → the TTS turn and the client. If the LLM fails, what it wrote is still spoken."""
+        """LLM deltas → the TTS turn and the client. If the LLM fails, what it wrote is still spoken.
+
+        An LLM's answer goes through a :class:`SentenceGate`, so the TTS never gets a sentence cut off or
+        said twice; read-aloud text (a simulated source) is passed on as it comes, so its first segment
+        need not wait for its first sentence to end.
+        """
+        gate = None
+        if not turn.source.simulated:
+            gate = SentenceGate(self._options.max_answer_sentences, turn.lang.code)
         deltas = turn.source.stream(messages)
+        within = True  # the answer is within max_answer_chars
         async with aclosing(deltas):  # closing it is what stops the LLM
-            while True:
+            while within and not (gate is not None and gate.full):
                 try:
                     delta = await anext(deltas)
                 except StopAsyncIteration:
@@ -290,24 +308,31 @@ class AgentSession:
                 except KoeError as exc:
                     await turn.events.put(TurnError(turn.number, exc.code, exc.message))
                     break
-                room = self._options.max_answer_chars - len(turn.answer)
-                if len(delta) > room:
-                    await turn.events.put(
-                        TurnError(
-                            turn.number,
-                            "answer_too_long",
-                            f"the answer reached the limit of {self._options.max_answer_chars} characters; "
-                            "the rest was not spoken",
-                        )
-                    )
-                    break
                 if turn.first_token is None:
                     turn.first_token = time.monotonic()
-                turn.answer += delta
-                await tts.add(delta)
-                await turn.events.put(TextDelta(turn.number, delta))
+                within = await self._pass_on(turn, tts, delta if gate is None else gate.feed(delta))
+        if within and gate is not None:
+            await self._pass_on(turn, tts, gate.finish())
         turn.text_done = time.monotonic()
         await tts.finish()
+
+    async def _pass_on(self, turn: AgentTurn, tts: SpeakerTurn, text: str) -> bool:
+        """Give ``text`` to the TTS turn and the client; False (and an error event) past the answer limit."""
+        if len(text) > self._options.max_answer_chars - len(turn.answer):
+            await turn.events.put(
+                TurnError(
+                    turn.number,
+                    "answer_too_long",
+                    f"the answer reached the limit of {self._options.max_answer_chars} characters; "
+                    "the rest was not spoken",
+                )
+            )
+            return False
+        if text:
+            turn.answer += text
+            await tts.add(text)
+            await turn.events.put(TextDelta(turn.number, text))
+        return True
 
     async def _speak(self, turn: AgentTurn, tts: SpeakerTurn) -> None:
         """The TTS turn's segments → the client, in order; a segment that fails is reported and skipped
