@@ -237,24 +237,89 @@ def test_a_turn_opening_with_a_cached_segment_passes_admission_like_any_other() 
 LONG = "Please call Stella and ask her to bring these things with her from the store."
 
 
-def test_windowed_turns_replay_whole_decodes_but_store_none_of_their_own() -> None:
-    engine = FakeEngine()
+def _windowed_synthesizer(engine: FakeEngine) -> Synthesizer:
     synthesizer, _ = _synthesizer(engine)
-    synthesizer = Synthesizer(
+    return Synthesizer(
         synthesizer.speech, synthesizer.scheduler, synthesizer.cost, synthesizer.observer,
         windowed=True, cache=synthesizer.cache,
     )  # fmt: skip
 
+
+def test_a_windowed_segment_is_stored_as_its_parts_were_sent_and_replayed_without_the_engine() -> None:
+    engine = FakeEngine()
+    synthesizer = _windowed_synthesizer(engine)
+
     async def main() -> tuple[list[Part], list[Part], list[Part]]:
         windowed = await _speak(synthesizer, LONG, windowed=True)
-        assert synthesizer.cache.stats.entries == 0
-        whole = await _speak(synthesizer, LONG)
-        return windowed, whole, await _speak(synthesizer, LONG, windowed=True)
+        calls = engine.calls
+        replayed = await _speak(synthesizer, LONG, windowed=True)
+        whole = await _speak(synthesizer, LONG)  # a complete body: whole decodes replay it too
+        assert engine.calls == calls
+        return windowed, replayed, whole
 
-    windowed, whole, replayed = _run(synthesizer, main)
+    windowed, replayed, whole = _run(synthesizer, main)
     assert len(windowed) > 1 and not any(p.cached for p in windowed)
-    assert [p.cached for p in whole] == [False] and [p.cached for p in replayed] == [True]
-    assert replayed[0].audio.tobytes() == whole[0].audio.tobytes()
+    assert [p.cached for p in replayed] == [p.cached for p in whole] == [True]
+    sent = np.concatenate([p.audio for p in windowed])
+    assert replayed[0].audio.tobytes() == sent.tobytes() == whole[0].audio.tobytes()
+    assert replayed[0].words == windowed[0].words
+
+
+def test_a_windowed_segment_cancelled_between_its_windows_is_never_stored() -> None:
+    gate = threading.Event()
+    engine = FakeEngine(gate=gate, gate_after=2)  # two windows decode, the third is held
+    synthesizer = _windowed_synthesizer(engine)
+
+    async def main() -> tuple[int, list[Part]]:
+        stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener())
+        stream.add(LONG)
+        stream.finish()
+        heard = [await stream.next(), await stream.next()]
+        assert all(p is not None and not p.last for p in heard)
+        await _until(lambda: engine.calls >= 3)
+        stream.close()  # barge-in with the segment half sent
+        gate.set()
+        await _until(lambda: synthesizer.scheduler.stats.running == 0)
+        entries = synthesizer.cache.stats.entries
+        return entries, await _speak(synthesizer, LONG, windowed=True)
+
+    entries, again = _run(synthesizer, main)
+    assert entries == 0
+    assert not any(p.cached for p in again) and len(again) > 1  # synthesized again, whole this time
+
+
+#: An agent's opener whose first sentence is long: streamed, it is still arriving when the first segment is
+#: cut (the same text as the first-speech measurement in docs/engine.md).
+STREAMED = "Sure, I can help you reset your password and get back into your account in minutes. Then more."
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["windowed-first", "agent"])
+def test_a_streamed_first_segment_is_cut_before_its_sentence_has_arrived_on_every_path(whole: bool) -> None:
+    synthesizer, _ = _synthesizer()
+    synthesizer = Synthesizer(
+        synthesizer.speech, synthesizer.scheduler, synthesizer.cost, synthesizer.observer,
+        windowed_first=True, cache=synthesizer.cache,
+    )  # fmt: skip
+    arrived = STREAMED[: STREAMED.index(" your account")]  # the sentence is far from its end
+
+    async def main() -> Part | None:
+        stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener(), whole=whole)
+        for word in arrived.split(" "):
+            stream.add(word + " ")
+        try:
+            async with asyncio.timeout(_WAIT_S):
+                return await stream.next()
+        finally:
+            stream.close()
+
+    first = _run(synthesizer, main)
+    assert first is not None and first.segment.text == "Sure, I can help you reset your password"
+
+
+def test_a_first_segment_sent_whole_is_windowed_to_its_sentence_end_not_cut_by_the_hint() -> None:
+    synthesizer = _windowed_synthesizer(FakeEngine())
+    parts = _run(synthesizer, lambda: _speak(synthesizer, STREAMED, windowed=True))
+    assert parts[0].segment.text == STREAMED[: STREAMED.index(" Then")]
 
 
 def test_a_replayed_segment_is_bit_identical_to_a_fresh_synthesis_on_the_real_model(speech: Speech) -> None:

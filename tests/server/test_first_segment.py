@@ -1,6 +1,7 @@
-"""A turn's first segment decoded in windows (the default) through the real model: cut without a length
-hint, it reads as the whole decode of the same segment does, lasts as long but for the lead silence it
-keeps, and is really decoded another way (the audio differs)."""
+"""A turn's first segment decoded in windows (the default) through the real model: sent whole, it reaches
+its sentence's end (the length hint's cut is joined with the rest of the phrase), reads as the whole decode
+of the same segment does, lasts as long but for the lead silence it keeps, and is really decoded another way
+(the audio differs)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_a_first_segment_decoded_in_windows_reads_as_the_whole_decode_and_lasts_
                 return await until(ws, of_type("flushed"))
 
         events = run(main)
-    assert [m["text"] for m in messages(events) if m["type"] == "segment"] == [SENTENCE]  # no hint cut it
+    assert [m["text"] for m in messages(events) if m["type"] == "segment"] == [SENTENCE]  # one utterance
     windowed = np.frombuffer(audio(events), dtype="<i2").astype(np.float32) / 32768
     whole = speech.synthesize(SENTENCE, voice=VOICE)  # the same segment, decoded whole
     # the windows tile the segment's exact length, with the lead a whole decode trims kept in front

@@ -140,7 +140,10 @@ def test_ping_says_shutting_down_not_loading_once_the_server_has_closed(serve_fa
 
 
 def _fake_serve(log: Path) -> AbstractContextManager[tuple[subprocess.Popen[bytes], str]]:
-    return fake_serve_process(log, delay_s=ENGINE_CALL_S, settings={"KOE_SHUTDOWN_GRACE_S": str(GRACE_S)})
+    # no segment cache: the undisturbed request would store its segments and the drained one replay them
+    # (a windowed first segment is replayed without the silence that covered its decoding)
+    settings = {"KOE_SHUTDOWN_GRACE_S": str(GRACE_S), "KOE_SEGMENT_CACHE_MB": "0"}
+    return fake_serve_process(log, delay_s=ENGINE_CALL_S, settings=settings)
 
 
 @pytest.mark.server

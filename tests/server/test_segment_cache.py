@@ -16,8 +16,11 @@ from websockets.asyncio.client import connect
 
 from koe.app import create_app
 from koe.engine.base import SynthesisRequest
+from koe.engine.timing import SegmentTiming
 from koe.errors import ConfigError
 from koe.pipeline.precache import BUILTIN_OPENERS, MAX_OPENERS, parse_openers
+from koe.pipeline.seams import trim
+from koe.pipeline.speech import Speech
 from koe.settings import Settings
 from live_server import LiveServer, ServerFactory
 from support.fake import FakeEngine
@@ -254,17 +257,48 @@ def test_the_built_in_openers_are_for_the_default_voice() -> None:
     assert parse_openers(None, "af_heart") == {}
 
 
-def test_a_repeated_opener_is_heard_bit_for_bit_from_the_cache_on_the_real_model(
-    serve_app: ServerFactory,
+#: One sentence long enough (over 100 frames) for the first segment to be decoded in windows.
+LONG = "Please call Stella and ask her to bring these things with her from the store."
+
+
+def test_a_windowed_opener_said_again_is_replayed_as_sent_over_the_websocket_and_http(
+    serve_fake: ServerFactory,
 ) -> None:
-    # windowed_first off: sent whole, a short opener is otherwise joined with the sentence after it and
-    # decoded in windows, and such a segment is not cached (only KOE_PRECACHE's openers are, then)
-    with serve_app(segment_cache_mb=16, windowed_first=False) as live:
-        first = run(lambda: speak(live, OPENER + " The rest differs."))
-        second = run(lambda: speak(live, OPENER + " Something else now."))
+    engine = FakeEngine()
+    body = {"text": LONG, "format": "pcm", "stream": True}
+    with serve_fake(engine, segment_cache_mb=4) as live:
+        first = run(lambda: speak(live, LONG))
+        calls = engine.calls
+        second = run(lambda: speak(live, LONG))
+        streamed = httpx.post(live.http_url + "/invocations", json=body, timeout=_WAIT_S)
         metrics = cache_metrics(live)
-    opener = next(m for m in messages(first) if m["type"] == "segment_end")
-    samples = round(opener["duration_s"] * 24_000) * 2  # pcm_s16le
-    assert audio(second)[:samples] == audio(first)[:samples]
-    assert timed(second)[:6] == timed(first)[:6]
+    assert calls > 2  # the first turn's segment was decoded in windows: several engine calls
+    assert engine.calls == calls  # neither the second turn nor the request reached the engine
+    assert audio(second) == audio(first) == streamed.content and timed(second) == timed(first)
+    assert metrics["koe_segment_cache_lookups_total_hit"] == 2
+
+
+def test_a_repeated_windowed_opener_is_heard_from_the_cache_as_it_was_sent_on_the_real_model(
+    speech: Speech, serve_app: ServerFactory
+) -> None:
+    opener = "Sure, I can help you reset your password and get back into your account in minutes."
+    speech.engine.prepare(speech.voices.resolve("af_heart"))  # calibrated, so the first segment windows
+    with serve_app(segment_cache_mb=16) as live:
+        first = run(lambda: speak(live, opener + " The rest differs."))
+        second = run(lambda: speak(live, opener + " Something else now."))
+        metrics = cache_metrics(live)
+    heard, again = (_first_segment_pcm(events, opener) for events in (first, second))
+    # what was sent, less the lead the windowed decode kept to cover its first window (a whole decode's)
+    (phonemes,) = speech.phonemize(opener)
+    timing = next(speech.engine.stream(SynthesisRequest(phonemes, speech.voices.resolve("af_heart"))))
+    assert isinstance(timing, SegmentTiming)
+    lead = trim(timing).start - trim(timing, keep_lead=True).start
+    assert lead > 0 and again == heard[2 * lead :]
     assert metrics["koe_segment_cache_lookups_total_hit"] == 1
+
+
+def _first_segment_pcm(events: list[Event], text: str) -> bytes:
+    """The first segment's audio, once it is checked to be ``text``."""
+    assert next(m["text"] for m in messages(events) if m["type"] == "segment") == text
+    end = next(m for m in messages(events) if m["type"] == "segment_end")
+    return audio(events)[: round(end["duration_s"] * 24_000) * 2]  # pcm_s16le

@@ -9,8 +9,9 @@ Keying on the spoken text rather than on the phonemes lets a hit skip G2P *and* 
 turn's stream hands a hit to its listener at once (:mod:`koe.pipeline.stream`).
 
 One cache per server, shared by all its sessions; bounded in bytes (``Settings.segment_cache_mb``), the
-least recently used entries evicted first; thread-safe. Only whole decodes are stored (windowed audio is an
-approximation and depends on the listener's buffer); a cancelled or failed segment is never stored.
+least recently used entries evicted first; thread-safe. A segment is stored the first time it is decoded to
+its end, whole or in windows (:mod:`koe.pipeline.stream`): the audio its listener heard, so a replay is
+what was heard before; a cancelled or failed segment is never stored.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ MIB = 2**20
 
 @dataclass(frozen=True, slots=True)
 class CacheKey:
-    """Everything that decides a whole-decoded segment's audio."""
+    """Everything that decides a segment's audio but a windowed decode's window sizes (which follow its
+    listener's buffer): one key holds the first decode of the segment, whole or windowed, as it was heard."""
 
     identity: str  # the loaded engine and G2P (Speech.identity)
     style: str  # the voice's style-table digest (Voice.style_digest)

@@ -106,6 +106,12 @@ class SegmentJob:
         self._produced += audio.size
         return part
 
+    @property
+    def lead_samples(self) -> int:
+        """After the first step: the leading samples of the segment's audio kept only to cover its first
+        window's decoding (nothing plays before a windowed opening); 0 when none were."""
+        return self._decode.lead_samples
+
     def next_cost_s(self) -> float:
         """Predicted seconds of work of the next step (after the first)."""
         return self._decode.next_cost_s()

@@ -2,13 +2,13 @@
 
 ``KOE_PRECACHE=builtin`` takes :data:`BUILTIN_OPENERS` for the default voice; ``KOE_PRECACHE=/path.json``
 takes a JSON object of voice → openers (``{"af_heart": ["Sure, I can help with that."], ...}``). Each
-opener is cut as a turn's first segment in its voice's language is cut (that language's segmenter, told
-:data:`~koe.pipeline.stream.MIN_HINT_CHARS` in its own characters unless the first segment is windowed,
-which is cut without a hint), and that segment is synthesized whole and kept (a hit is replayed whole,
-windowed or not). The file is read and checked when the server is created (a bad file stops it there,
-naming the problem); the synthesis starts once ``/ping`` is already 200 and runs one job at a time with a
-deadline later than any listener's, so a live turn always goes first and at most one worker is ever busy
-warming.
+opener is cut as a streamed turn's first segment in its voice's language is cut (that language's
+segmenter, told :data:`~koe.pipeline.stream.MIN_HINT_CHARS` in its own characters), and that segment is
+synthesized whole and kept (a hit is replayed whole, windowed or not). The file is read and checked when
+the server is created (a bad file stops it there, naming the problem); the synthesis starts once
+``/ping`` is already 200 and runs one job at a time with a deadline later than any listener's, so a live
+turn always goes first and at most one worker is ever busy warming. Without it, the cache still learns
+each segment the first time it is decoded (:mod:`koe.pipeline.stream`).
 """
 
 from __future__ import annotations
@@ -107,12 +107,11 @@ def parse_openers(spec: str | None, default_voice: str) -> dict[str, tuple[str, 
     return openers
 
 
-def first_segment(text: str, lang: str = AMERICAN, *, windowed: bool = False) -> Segment | None:
-    """``text``'s first segment, cut as a turn's first segment in ``lang`` is, ``windowed`` or not
-    (``None`` when nothing is speakable)."""
+def first_segment(text: str, lang: str = AMERICAN) -> Segment | None:
+    """``text``'s first segment, cut as a streamed turn's first segment in ``lang`` is (``None`` when
+    nothing is speakable)."""
     segmenter = segmenter_for(lang)
-    if not windowed:
-        segmenter.set_next_limit(own_chars(MIN_HINT_CHARS, rules_for(lang).chars_per_char))
+    segmenter.set_next_limit(own_chars(MIN_HINT_CHARS, rules_for(lang).chars_per_char))
     segments = [*segmenter.feed(text), *segmenter.flush()]
     return segments[0] if segments else None
 
@@ -130,7 +129,7 @@ async def precache(synthesizer: Synthesizer, openers: Openers) -> int:
             logger.warning("precache: skipping voice %r: %s", spec, exc.message)
             continue
         for text in texts:
-            segment = first_segment(text, voice.lang, windowed=synthesizer.first_windowed)
+            segment = first_segment(text, voice.lang)
             if segment is None:
                 continue
             key = segment_key(speech.identity, voice, segment.spoken_text)

@@ -381,6 +381,9 @@ class SegmentDecode:
         self._cancel = cancel
         self._pieces: deque[_Piece] | None = None
         self._planned: list[PhonemePiece] = []
+        #: after :meth:`open`: the leading samples kept only to cover the first window's decoding (a
+        #: windowed opening's lead, less what any utterance keeps of it); 0 when none were
+        self.lead_samples = 0
 
     @property
     def done(self) -> bool:
@@ -412,6 +415,8 @@ class SegmentDecode:
             if isinstance(first, SegmentTiming):
                 windows = first.frames >= engine.capabilities.min_windowed_frames
                 kept = trim(first, keep_lead=self._keep_lead and windows and not self._pieces)
+                if not self._pieces:
+                    self.lead_samples = trim(first).start - kept.start
                 words.add(piece, first, kept)
             else:
                 pending.append(first.audio)

@@ -10,8 +10,8 @@ audio before it in the listener's queue), so windows of every session interleave
 segment never holds a worker for long. Closing the stream cancels those tasks, and with them the jobs.
 
 A segment the server's cache holds (:mod:`koe.pipeline.cache`) is no job at all: its part is ready the
-moment it is cut, and the listener's account, cancellation and words treat it as any other; a whole decode
-that completes uncancelled is stored for the next turn that says it.
+moment it is cut, and the listener's account, cancellation and words treat it as any other; a segment
+decoded to its end uncancelled, whole or in windows, is stored for the next turn that says it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from koe.engine.base import Cancel
 from koe.engine.timing import FRAME_SAMPLES
@@ -39,7 +41,7 @@ from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.text.boundary import ends_at_pause
 from koe.text.languages.lookup import rules_for
 from koe.text.segment import Segment, Segmenter
-from koe.types import SAMPLE_RATE
+from koe.types import SAMPLE_RATE, Audio
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ def own_chars(english_chars: int, weight: float) -> int:
 @dataclass(eq=False, slots=True)
 class _InFlight:
     """A segment on its way: its job (none for a cache hit), its place in the listener's account, its parts
-    not yet handed out, and the key its whole decode is stored under."""
+    not yet handed out, and the key its audio is stored under with every part's audio so far."""
 
     job: SegmentJob | None
     progress: Progress
@@ -76,6 +78,7 @@ class _InFlight:
     driver: asyncio.Task[None] | None = None
     ready: deque[Part] = field(default_factory=deque)
     error: BaseException | None = None
+    decoded: list[Audio] = field(default_factory=list)
 
 
 class SegmentStream:
@@ -94,8 +97,7 @@ class SegmentStream:
             window, not the whole segment), the others whole unless ``windowed``.
         paced: cut lengths follow the listener's buffer (short first segments); off, segments end where the
             segmenter's own rules end them (a complete body, where nobody waits for the first one).
-        cache: the server's segment cache: hits are replayed, whole decodes stored (a segment decoded in
-            several windows is not).
+        cache: the server's segment cache: hits are replayed, segments decoded to their end stored.
         batch: whole segments go to this batch group (:mod:`koe.pipeline.batch`) instead of one job each.
     """
 
@@ -220,10 +222,12 @@ class SegmentStream:
             while True:
                 part = await job
                 item.ready.append(part)
+                if item.key is not None:
+                    item.decoded.append(part.audio)
                 self.listener.produced(item.progress, part.audio.size)
                 self._changed.set()
                 if part.last:
-                    self._store(item, part)
+                    self._store(item)
                     return
                 job = self._scheduler.submit(
                     item.job.step,
@@ -313,19 +317,27 @@ class SegmentStream:
         self.listener.produced(item.progress, part.audio.size)
         self._in_flight.append(item)
 
-    def _store(self, item: _InFlight, part: Part) -> None:
-        """Keep a whole decode (one part: a windowed segment too short to window is one) that ran to its end;
-        a cancelled one may be cut short, so it is not kept."""
+    def _store(self, item: _InFlight) -> None:
+        """Keep the audio of a segment that ran to its end, whole or windowed: what the listener was sent,
+        its parts joined, less a windowed opening's lead (kept only to cover decoding, it would delay a
+        replay's first word and pause a later segment's), with its words timed from what is kept. A
+        cancelled segment may be cut short, so it is not kept."""
         cache, key, job = self._cache, item.key, item.job
-        if cache is None or key is None or job is None or not part.first or item.cancel.is_set():
+        if cache is None or key is None or job is None or item.cancel.is_set():
             return
-        cache.put(key, part.audio, job.timings)
+        lead = job.lead_samples
+        audio = np.concatenate(item.decoded)[lead:]
+        shift_s = lead / SAMPLE_RATE
+        timings = [replace(t, start_s=t.start_s - shift_s, end_s=t.end_s - shift_s) for t in job.timings]
+        cache.put(key, audio, timings)
 
     def _cut_one(self) -> Segment | None:
         if not self._cut:
-            # windowed, a segment of any length starts as soon as a short one would: no hint
-            windowed = self._windowed_first if self.first_cut_at is None else self._windowed
-            if self._paced and not windowed:
+            # every turn's first segment is cut within the hint, windowed or not: streamed text would
+            # otherwise keep the listener waiting for its first sentence to end; a later segment that
+            # decodes in windows starts as soon as a short one would, so it has none
+            later_windowed = self._windowed and self.first_cut_at is not None
+            if self._paced and not later_windowed:
                 hint = max(
                     MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
                 )
@@ -362,8 +374,9 @@ class SegmentStream:
 
     def _long_enough_to_window(self, first: Segment) -> Segment:
         """``first`` joined with the segments after it that the text already holds while it is too short
-        for the engine to window (decoded whole, its first audio would wait for all of it): decoded in
-        windows, the longer segment is heard sooner, and as one utterance. Streamed text seldom holds the
+        for the engine to window (decoded whole, its first audio would wait for all of it), or while it
+        ends inside a phrase (the hint cut it there, and the rest of the phrase is already here): decoded in
+        windows, the longer segment is heard as soon, and as one utterance. Streamed text seldom holds the
         next segment yet, so this joins where a text came whole; a first segment the cache holds is kept
         (its replay is sooner still).
 
@@ -379,11 +392,10 @@ class SegmentStream:
             return first
         frames = self._speech.engine.capabilities.min_windowed_frames
         shortest_s = frames * FRAME_SAMPLES / SAMPLE_RATE
-        joined = False
         self._segmenter.set_next_limit(own_chars(MIN_HINT_CHARS, self._weight))
         try:
-            while self._cost.audio_s(self._chars(first), self.voice.speed) < shortest_s or (
-                joined and not ends_at_pause(first.spoken_text)
+            while self._cost.audio_s(self._chars(first), self.voice.speed) < shortest_s or not ends_at_pause(
+                first.spoken_text
             ):
                 if not self._cut and not self._feed():
                     break  # this call's slice of text is used up
@@ -391,7 +403,7 @@ class SegmentStream:
                     break  # the text holds no next segment yet
                 if len(first.text) + 1 + len(self._cut[0].text) > self._segmenter.max_chars:
                     break  # text without a pause (a long number) is not joined past a segment's limit
-                first, joined = first.joined(self._cut.popleft()), True
+                first = first.joined(self._cut.popleft())
                 self._joined += 1
         finally:
             self._segmenter.set_next_limit(None)

@@ -60,7 +60,7 @@ class Synthesizer:
 
     @property
     def first_windowed(self) -> bool:
-        """A streamed turn's first segment decodes in windows (and is cut without a length hint)."""
+        """A streamed turn's first segment decodes in windows (it is cut as every turn's first segment is)."""
         return (self.windowed or self.windowed_first) and self.speech.engine.capabilities.windowed
 
     def stream(
