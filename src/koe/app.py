@@ -60,8 +60,8 @@ def create_app(
     )
 
 
-def serve(settings: Settings, loading: Future[Speech] | None = None) -> None:
+def serve(settings: Settings, loading: Future[Speech] | None = None, llm: LLMConfig | None = None) -> None:
     """Serve until SIGTERM/SIGINT: stop accepting, close sessions (1012), drain HTTP within the grace;
-    ``loading``: the model, already loading."""
+    ``loading``: the model, already loading; ``llm``: the agent's (default: from ``KOE_LLM*``)."""
     warn_if_exposed(settings)
-    uvicorn.Server(uvicorn_config(create_app(settings, loading=loading), settings)).run()
+    uvicorn.Server(uvicorn_config(create_app(settings, llm=llm, loading=loading), settings)).run()

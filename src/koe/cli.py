@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from koe.pipeline.speech import Speech
     from koe.settings import Settings
 
-logger = logging.getLogger("koe")
+#: The CLI's own records: start-up banners and errors when logs are JSON (:func:`_announce`); named, not
+#: ``__name__``, which is ``__main__`` under ``python -m koe.cli``.
+logger = logging.getLogger("koe.cli")
 _stderr = Console(stderr=True)
 
 Handler = Callable[[argparse.Namespace], int]
@@ -41,6 +43,23 @@ _EXTENSION_FORMATS = {
     ".wav": "wav", ".mp3": "mp3", ".ogg": "opus", ".opus": "opus", ".flac": "flac", ".aac": "aac",
     ".pcm": "pcm", ".raw": "pcm", ".ulaw": "mulaw", ".alaw": "alaw",
 }  # fmt: skip
+
+
+def _announce(args: argparse.Namespace, message: str, *, level: int = logging.INFO, **fields: object) -> None:
+    """Tell the operator ``message`` (a banner, an error) at any log level: as text for a person, or with
+    ``--log-format json`` as one record in the logs' own shape with ``fields``, so that every line a
+    collector reads from stderr parses as JSON."""
+    if args.log_format == "json":
+        logger.log(level, message, extra=fields)
+    else:
+        style = "red" if level >= logging.ERROR else None
+        _stderr.print(message, style=style, markup=False, soft_wrap=True)  # one line, however long
+
+
+def _http_url(settings: Settings) -> str:
+    """Where the server listens, as a browser or client would write it (an IPv6 address in brackets)."""
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"http://{host}:{settings.port}"
 
 
 @contextmanager
@@ -329,16 +348,31 @@ def _load_for_serving(settings: Settings) -> Future[Speech]:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    from koe.agent.config import LLMConfig
+
     settings = settings_of(
         args, host=args.host, port=args.port, workers=args.workers, windowed=args.windowed or None
     )
+    llm = LLMConfig.from_env()  # a bad KOE_LLM* fails here, before the model loads
     loading = _load_for_serving(settings)  # while the web stack is imported
     from koe.app import serve
 
-    _stderr.print(f"koe on http://{settings.host}:{settings.port} — /ping answers 200 once the model is warm")
+    url = _http_url(settings)
+    _announce(args, f"koe on {url} — /ping answers 200 once the model is warm", url=url)
+    brain = llm.describe()
+    _announce(args, f"the page: {url}/ — the agent's LLM: {brain}", page=f"{url}/", llm=brain)
+    required = settings.api_key is not None
+    _announce(
+        args,
+        "API key required (KOE_API_KEY): Authorization: Bearer <key>; the page: #api_key=<key>"
+        if required
+        else "no API key required (KOE_API_KEY is not set)",
+        api_key_required=required,
+    )
     if settings.wyoming_port is not None:
-        _stderr.print(f"Wyoming beside it on tcp://{settings.host}:{settings.wyoming_port} (docs/wyoming.md)")
-    serve(settings, loading)
+        wyoming = f"tcp://{settings.host}:{settings.wyoming_port}"
+        _announce(args, f"Wyoming beside it on {wyoming} (docs/wyoming.md)", wyoming=wyoming)
+    serve(settings, loading, llm)
     return 0
 
 
@@ -374,7 +408,8 @@ def _run_wyoming(args: argparse.Namespace) -> int:
     if settings.wyoming_port is None:
         settings = dataclasses.replace(settings, wyoming_port=DEFAULT_PORT)
     loading = _load_for_serving(settings)
-    _stderr.print(f"koe's Wyoming server on tcp://{settings.host}:{settings.wyoming_port}")
+    wyoming = f"tcp://{settings.host}:{settings.wyoming_port}"
+    _announce(args, f"koe's Wyoming server on {wyoming}", wyoming=wyoming)
     asyncio.run(serve(settings, loading))
     return 0
 
@@ -428,8 +463,14 @@ def _run_agent(args: argparse.Namespace) -> int:
     flags = {name: getattr(args, name) for name in ("model", "base_url", "region", "max_tokens")}
     llm = LLMConfig.from_env(kind=args.llm, **flags)
     speaker = RemoteSpeaker(target, remote_voices(target))
-    where = f"http://{settings.host}:{settings.port}"
-    _stderr.print(f"agent on {where} — LLM: {llm.describe()}; TTS: {target.describe()}")
+    url = _http_url(settings)
+    _announce(
+        args,
+        f"agent on {url} — LLM: {llm.describe()}; TTS: {target.describe()}",
+        url=url,
+        llm=llm.describe(),
+        tts=target.describe(),
+    )
     app = create_agent_app(VoiceAgent(speaker, llm), [origin_middleware(settings)])
     uvicorn.Server(uvicorn_config(app, settings)).run()
     return 0
@@ -508,11 +549,15 @@ def main(argv: list[str] | None = None) -> int:
     log_handler.setFormatter(JsonFormatter() if args.log_format == "json" else TextFormatter())
     log_handler.addFilter(RedactSecrets())
     logging.basicConfig(level=args.log_level.upper(), handlers=[log_handler])
+    # banners and errors reach an operator whatever the level (text mode prints them with rich)
+    logger.setLevel(min(logging.getLogger().level, logging.INFO))
+    if args.log_format == "json":
+        logging.captureWarnings(True)  # a library's warning is a record too, not a bare text line
     handler: Handler = args.handler
     try:
         return handler(args)
     except KoeError as exc:
-        _stderr.print(f"[red]error[/red] ({exc.code}): {exc.message}")
+        _announce(args, f"error ({exc.code}): {exc.message}", level=logging.ERROR, code=exc.code)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -42,6 +42,6 @@ def test_bad_settings_fail_at_start_up_naming_the_variable(environ: dict[str, st
 
 
 def test_none_says_how_to_enable_an_llm() -> None:
-    with pytest.raises(ConfigError, match=r"koe\[local-llm\]") as caught:
+    with pytest.raises(ConfigError, match=r"make extra EXTRA=local-llm") as caught:
         LLMConfig("none").build()
     assert caught.value.code == "no_llm"

@@ -28,6 +28,7 @@ from koe.agent.routes import create_agent_app
 from koe.agent.service import VoiceAgent
 from koe.client.target import TtsTarget, parse_target
 from koe.errors import ConfigError
+from koe.extras import install_hint
 from koe.settings import Settings
 from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket, run_server
 from sse_events import THREE_SENTENCES, segment_words, sse_events
@@ -213,7 +214,7 @@ def test_asking_without_an_llm_says_how_to_enable_one(tts: Tts, agent: LiveServe
     response = httpx.post(agent.http_url + "/invocations", json={"prompt": "Hi?"})
     assert response.status_code == 400
     body = response.json()
-    assert body["error"] == "no_llm" and "pip install 'koe[local-llm]'" in body["message"]
+    assert body["error"] == "no_llm" and install_hint("local-llm") in body["message"]
 
 
 # --- one target at a time ----------------------------------------------------------------------------------
@@ -224,7 +225,7 @@ def test_the_remote_servers_voices_are_offered(fake_server: LiveServer) -> None:
     with run_server(create_agent_app(agent_app(target)), Settings(host=LOOPBACK, port=0)) as live:
         info = httpx.get(live.http_url + "/agent/info").json()
     assert "af_heart" in info["voices"] and len(info["voices"]) > 20
-    assert info["llm_available"] is False and "koe[local-llm]" in info["how_to_enable"]
+    assert info["llm_available"] is False and install_hint("local-llm") in info["how_to_enable"]
 
 
 def test_a_sagemaker_endpoint_offers_every_voice_of_the_image() -> None:

@@ -30,7 +30,11 @@ DELAY_VARIABLE = "KOE_FAKE_DELAY_S"
 
 @contextmanager
 def fake_serve_process(
-    log: Path, *, delay_s: float = 0.0, settings: Mapping[str, str] | None = None
+    log: Path,
+    *,
+    delay_s: float = 0.0,
+    settings: Mapping[str, str] | None = None,
+    log_level: str = "INFO",
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """``koe serve`` on the fake engine in its own process, ready on /ping, its output in ``log``, with
     ``KOE_*`` ``settings``; yields it and its URL, and kills it if it is still running at the end."""
@@ -43,7 +47,7 @@ def fake_serve_process(
         "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
         DELAY_VARIABLE: str(delay_s),
     }
-    command = [sys.executable, "-m", "support.fake_serve", "--log-level", "INFO"]
+    command = [sys.executable, "-m", "support.fake_serve", "--log-level", log_level]
     with log.open("wb") as sink:
         server = subprocess.Popen(
             [*command, "serve", "--host", LOOPBACK, "--port", str(port)],

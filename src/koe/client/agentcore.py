@@ -6,7 +6,7 @@ subprotocols: with IAM auth (the default) a SigV4-presigned ``wss://`` URL, vali
 encoded, as the subprotocol ``base64UrlBearerAuthorization.<token>`` beside the sentinel
 ``base64UrlBearerAuthorization`` (the page does that itself from ``#token=``).
 
-Signing uses botocore's standard credential chain (``koe[sagemaker]`` or ``koe[bedrock]`` brings it); the
+Signing uses botocore's standard credential chain (the ``sagemaker`` or the ``bedrock`` extra brings it); the
 signer needs ``bedrock-agentcore:InvokeAgentRuntimeWithWebSocketStream`` on the runtime (the CDK stack's
 ``InvokeAgentPolicyArn`` output).
 """
@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from koe.errors import ConfigError, UpstreamError
+from koe.extras import install_hint
 
 SERVICE = "bedrock-agentcore"
 #: AgentCore refuses presigned URLs that live longer.
@@ -99,7 +100,8 @@ def presign(url: str, region: str, *, expires_s: int = MAX_EXPIRES_S, credential
         from botocore.awsrequest import AWSRequest
     except ModuleNotFoundError as exc:
         raise ConfigError(
-            "signing needs botocore: pip install 'koe[sagemaker]' (or 'koe[bedrock]')", code="missing_extra"
+            f"signing needs botocore: {install_hint('sagemaker')} (or the bedrock extra)",
+            code="missing_extra",
         ) from exc
     if credentials is None:
         credentials = botocore.session.get_session().get_credentials()

@@ -3,7 +3,7 @@
 A thin adapter: koe's frames become payload parts (requests marked ``UTF8``, so the container receives
 text frames; audio comes back as binary parts) on SageMaker's streaming endpoint, port 8443, signed with
 SigV4 by the SDK with credentials from botocore's standard chain (environment, profile, container or
-instance role). The SDK (``aws-sdk-sagemaker-runtime-http2``, extra ``koe[sagemaker]``) needs
+instance role). The SDK (``aws-sdk-sagemaker-runtime-http2``, the ``sagemaker`` extra) needs
 Python ≥ 3.12, so it is imported only when a stream is opened; the rest of koe never needs it.
 
 Two layers. :func:`open_sdk_stream` is the only code that touches the SDK: it opens the duplex stream on
@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from koe.errors import ConfigError, ConnectionLostError, KoeError, OverloadedError, UpstreamError
+from koe.extras import install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ TEXT = "UTF8"
 READ_AHEAD_FRAMES = 64
 #: When SageMaker says it is overloaded without saying for how long.
 RETRY_AFTER_S = 1.0
-INSTALL_HINT = "the SageMaker transport needs Python >= 3.12 and `pip install 'koe[sagemaker]'`"
+INSTALL_HINT = f"the SageMaker transport needs Python >= 3.12 and {install_hint('sagemaker')}"
 
 
 def endpoint_uri(region: str) -> str:

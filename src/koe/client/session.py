@@ -75,7 +75,7 @@ class StreamClient:
     async def connect_sagemaker(
         cls, endpoint_name: str, region: str, *, target_variant: str | None = None, **options: Any
     ) -> StreamClient:
-        """A session through SageMaker's bidirectional stream (needs ``koe[sagemaker]``, Python ≥ 3.12).
+        """A session through SageMaker's bidirectional stream (needs the ``sagemaker`` extra, Python ≥ 3.12).
 
         ``options`` (voice, speed, format, sample_rate, lang) travel as the model query string. Credentials
         come from the standard AWS chain; requests are signed with SigV4.

@@ -26,6 +26,7 @@ from pathlib import Path
 import platformdirs
 
 from koe.errors import AssetError
+from koe.extras import install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +221,7 @@ def download_from_hugging_face(directory: Path, voices: list[str], *, model: boo
     try:
         from huggingface_hub import hf_hub_download
     except ModuleNotFoundError as exc:
-        raise AssetError("downloading needs huggingface_hub: `pip install 'koe[hf]'`") from exc
+        raise AssetError(f"downloading needs huggingface_hub: {install_hint('hf')}") from exc
     hashes = pinned_voice_hashes()
     model_path = Path(hf_hub_download(HF_ONNX_REPO, HF_ONNX_FILE, local_dir=directory)) if model else None
     for name in voices:

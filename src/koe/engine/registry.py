@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from koe.engine.assets import MODEL_SHA256, ModelSource
 from koe.engine.base import Engine
 from koe.errors import ConfigError
+from koe.extras import install_hint
 
 ENGINES = ("onnx", "torch")
 
@@ -43,7 +44,7 @@ def load_engine(options: EngineOptions, source: ModelSource) -> Engine:
             from koe.engine.torch import DEFAULT_MAX_BATCH, TorchEngine, TorchOptions
         except ModuleNotFoundError as exc:
             raise ConfigError(
-                f"the torch engine needs {exc.name}: install the GPU extra (docs/deploy.md)",
+                f"the torch engine needs {exc.name}: {install_hint('gpu')}",
                 code="missing_extra",
             ) from exc
         weights = Weights(source.model_path, LOCAL) if source.model_path else installed_weights()

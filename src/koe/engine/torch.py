@@ -1,6 +1,6 @@
 """The GPU backend: hexgrad's ``kokoro`` KModel in PyTorch, sharing passes among utterances of many sessions.
 
-Install with ``pip install 'koe[gpu]'`` and then ``pip install --no-deps kokoro==0.9.4``: kokoro declares
+Install with ``make extra EXTRA=gpu``, which adds ``kokoro==0.9.4`` with ``--no-deps``: kokoro declares
 ``misaki[en]``, whose ``phonemizer-fork`` overwrites the ``phonemizer`` module koe's G2P uses, while
 ``KModel`` itself needs only torch, transformers, loguru, huggingface_hub and attrs (the extra's list).
 

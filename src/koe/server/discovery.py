@@ -1,5 +1,5 @@
 """The Wyoming server's announcement on the local network (zeroconf: mDNS and DNS-SD), so that Home
-Assistant discovers it; needs the ``zeroconf`` extra (``pip install 'koe[zeroconf]'``).
+Assistant discovers it; needs the ``zeroconf`` extra.
 
 The service is ``<name>._wyoming._tcp.local.`` at the server's port, with the addresses it listens on: the
 one it is bound to, or every address of this machine that is not loopback when it listens on all of them.
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from koe.errors import ConfigError
+from koe.extras import install_hint
 
 if TYPE_CHECKING:
     from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
@@ -60,7 +61,7 @@ def service_info(name: str, port: int, addresses: Sequence[str]) -> AsyncService
 def _require_extra() -> None:
     if importlib.util.find_spec("zeroconf") is None:
         raise ConfigError(
-            "announcing the Wyoming server needs the zeroconf extra: pip install 'koe[zeroconf]'"
+            f"announcing the Wyoming server needs the zeroconf extra: {install_hint('zeroconf')}"
         )
 
 

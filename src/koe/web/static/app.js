@@ -28,6 +28,7 @@ window.koe = koe;
 let socket = null;
 let pendingAudio = null; // the header of the binary frame that comes next
 let sentAt = 0;
+let lastDeltaAt = null; // ms of the latest text delta: "text finished" only once the turn says it is
 let info = { sample_rate: 24000, voices: [], llm_available: false };
 // A server with KOE_API_KEY needs the key: open the page as /#api_key=<key> (a fragment never reaches a
 // server or its logs). The WebSocket carries it as ?api_key=, since browsers cannot set its headers.
@@ -61,8 +62,8 @@ function finishPlayback() {
   setBusy(false);
 }
 
-function mark(name, force = false) {
-  if (sentAt === 0 || (koe.timings[name] !== undefined && !force)) return;
+function mark(name) {
+  if (sentAt === 0 || koe.timings[name] !== undefined) return;
   koe.timings[name] = Math.round(performance.now() - sentAt);
 }
 
@@ -134,7 +135,8 @@ function onEvent(event) {
       break;
     case "text_delta":
       if (event.turn !== koe.turn || koe.state === "stopped") return;
-      mark("firstToken"); mark("lastToken", true);
+      mark("firstToken");
+      lastDeltaAt = Math.round(performance.now() - sentAt);
       koe.answer += event.text;
       break;
     case "segment":
@@ -147,6 +149,7 @@ function onEvent(event) {
     case "done":
       if (event.turn !== koe.turn) return;
       koe.server = event.timings;
+      if (!event.interrupted && lastDeltaAt !== null) koe.timings.lastToken = lastDeltaAt;
       if (koe.state === "speaking") {
         koe.state = "done";
         if (koe.dry || event.audio_s === 0) finishPlayback(); // everything sent has been played already
@@ -186,6 +189,7 @@ async function go(event) {
   Object.assign(koe, { answer: "", segments: [], spokenWords: [], timings: {}, played: 0, queued: 0,
     stalls: 0, dry: false, dryAt: null, audioFrames: 0, samplesAfterStop: 0, clearedAck: false,
     heardSegments: 0, turn: null, server: null });
+  lastDeltaAt = null;
   player.clear(); // a new question while one is spoken is a barge-in: the server interrupts that turn
   const common = { voice: $("voice").value, speed: Number($("speed").value) };
   const request = koe.mode === "ask"
@@ -243,8 +247,9 @@ function render() {
   const parts = [];
   let at = 0;
   koe.segments.forEach((s, i) => {
-    if (s.span[0] > at) parts.push(["pending", koe.answer.slice(at, s.span[0])]);
     const kind = i === current ? "current" : koe.played >= s.end && s.end > 0 ? "heard" : "ready";
+    // what lies between two segments (spaces, markup not spoken) was passed once the next one is heard
+    if (s.span[0] > at) parts.push([kind === "heard" ? "heard" : "pending", koe.answer.slice(at, s.span[0])]);
     const word = i === current && koe.state !== "stopped" ? playingWord(s) : null;
     if (word) {
       const [a, b] = word.source_span;
