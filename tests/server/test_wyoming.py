@@ -17,6 +17,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event, async_read_event
 from wyoming.info import Describe, Info
+from wyoming.ping import Ping, Pong
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
 from koe import __version__
@@ -199,6 +200,24 @@ def test_requests_of_one_connection_are_answered_in_order(live: LiveServer) -> N
 
 
 # --- voices ------------------------------------------------------------------------------------------------
+
+
+def test_a_ping_is_answered_with_a_pong_echoing_its_text_ahead_of_the_audio_under_way(
+    live: LiveServer,
+) -> None:
+    async def main() -> list[Event]:
+        async with client(live) as c:
+            await c.write_event(Synthesize(text=LONG_TEXT).event())
+            await c.write_event(Ping(text="are you there").event())
+            await c.write_event(Ping().event())
+            return await answer(c, last="audio-stop")
+
+    events = run(main)
+    pongs = [n for n, event in enumerate(events) if Pong.is_type(event.type)]
+    assert [Pong.from_event(events[n]) for n in pongs] == [Pong(text="are you there"), Pong(text=None)]
+    # answered at once, not after the forty sentences' audio
+    assert pongs[-1] < [n for n, event in enumerate(events) if AudioChunk.is_type(event.type)][-1]
+    assert not any(Error.is_type(event.type) for event in events)
 
 
 def test_a_voice_is_chosen_by_name_or_by_language_alone(live: LiveServer) -> None:

@@ -16,6 +16,8 @@ from wyoming.error import Error as WyError
 from wyoming.event import Event, read_event, write_event
 from wyoming.info import Describe as WyDescribe
 from wyoming.info import Info as WyInfo
+from wyoming.ping import Ping as WyPing
+from wyoming.ping import Pong as WyPong
 from wyoming.tts import Synthesize as WySynthesize
 from wyoming.tts import SynthesizeChunk as WySynthesizeChunk
 from wyoming.tts import SynthesizeStart as WySynthesizeStart
@@ -29,6 +31,7 @@ from koe.wire.wyoming import (
     MAX_DATA_BYTES,
     MAX_HEADER_BYTES,
     MAX_PAYLOAD_BYTES,
+    MAX_PING_CHARS,
     Attribution,
     AudioChunk,
     AudioStart,
@@ -38,6 +41,8 @@ from koe.wire.wyoming import (
     EventDecoder,
     Info,
     InfoVoice,
+    Ping,
+    Pong,
     RawEvent,
     Synthesize,
     SynthesizeChunk,
@@ -309,6 +314,12 @@ REFUSED = {
     "SSML": (raw("synthesize", text="<speak>Hi</speak>", text_format="ssml"), ConfigError, "invalid_field"),
     "a text that is no string": (raw("synthesize-chunk", text=None), ProtocolError, "invalid_message"),
     "a text over the bound": (raw("synthesize", text="x" * (MAX_CHARS + 1)), LimitError, "text_too_long"),
+    "a ping's text that is no string": (raw("ping", text=["x"]), ProtocolError, "invalid_message"),
+    "a ping's text over its bound": (
+        raw("ping", text="x" * (MAX_PING_CHARS + 1)),
+        LimitError,
+        "text_too_long",
+    ),
 }
 
 
@@ -379,6 +390,16 @@ def test_answers_read_back_through_the_reference_library() -> None:
     assert WyAudioStop.is_type(events[3].type) and WySynthesizeStopped.is_type(events[4].type)
     error = WyError.from_event(events[5])
     assert (error.code, error.text) == ("x", "why")
+
+
+def test_a_ping_reads_as_typed_and_its_pong_echoes_its_text_through_the_reference_library() -> None:
+    assert parsed(written(WyPing(text="are you there").event(), WyPing().event())) == [
+        Ping("are you there"),
+        Ping(None),
+    ]
+    assert parse_event(raw("ping", text="x" * MAX_PING_CHARS), max_chars=1) == Ping("x" * MAX_PING_CHARS)
+    echoes = [WyPong.from_event(e) for e in read_back(encode(Pong("are you there")) + encode(Pong()))]
+    assert echoes == [WyPong(text="are you there"), WyPong(text=None)]
 
 
 def test_an_answers_header_line_stays_short_whatever_its_data_holds() -> None:

@@ -19,7 +19,7 @@ _stderr = Console(stderr=True)
 #: Piped output gets wide tables rather than 80 columns of wrapped cells.
 _PIPED_WIDTH = 120
 #: Scenarios that ``koe bench --only`` runs alone, each writing a report of its own.
-ALONE = ("reading", "languages", "first-audio")
+ALONE = ("reading", "languages", "first-audio", "wyoming")
 
 
 def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,13 +47,20 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "--only",
         choices=ALONE,
         help="one scenario alone: reading (the LLM-English corpus, heard by ASR), languages (streamed ja/es"
-        " answers vs en), first-audio (whole and streamed texts against the peer servers)",
+        " answers vs en), first-audio (whole and streamed texts against the peer servers), wyoming (koe's"
+        " Wyoming server against wyoming-piper)",
     )
     parser.add_argument(
         "--peer-python",
         type=Path,
         help="the interpreter of fastkokoro's environment, for the first-audio scenario (default "
         ".venv-peers/bin/python, made by `make bench-peers`; missing, that peer is left out)",
+    )
+    parser.add_argument(
+        "--piper-python",
+        type=Path,
+        help="the interpreter of wyoming-piper's environment, for the wyoming scenario (default "
+        ".venv-wyoming-piper/bin/python, made by `make bench-peers`; missing, that peer is left out)",
     )
     parser.set_defaults(handler=_run_bench)
 
@@ -86,6 +93,7 @@ def _run_bench(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         ttfa_threshold_s=args.ttfa_threshold,
         peer_python=args.peer_python,
+        piper_python=args.piper_python,
         only=args.only,
     )
     if config.only == "languages":
@@ -102,6 +110,8 @@ def _run_bench(args: argparse.Namespace) -> int:
         return 0
     if config.only == "first-audio":
         return _run_first_audio(config)
+    if config.only == "wyoming":
+        return _run_wyoming(config)
     results, traces = run(config, command)
     paths = report.write(results, traces, config.out)
     report.print_tables(results, console)
@@ -143,6 +153,13 @@ def _run_first_audio(config: Any) -> int:
     return _write_alone(config, results, firstaudio.JSON_NAME, firstaudio.table(results))
 
 
+def _run_wyoming(config: Any) -> int:
+    from koe.bench import homeassistant
+
+    results = homeassistant.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
+    return _write_alone(config, results, homeassistant.JSON_NAME, homeassistant.table(results))
+
+
 def _write_alone(config: Any, results: dict[str, Any], name: str, table: tuple[Any, ...]) -> int:
     """One scenario run alone: its JSON in ``config.out``, its table on stdout."""
     import json
@@ -178,20 +195,23 @@ def register_soak(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
 
 def _run_soak(args: argparse.Namespace) -> int:
     import asyncio
+    import tempfile
     from contextlib import nullcontext
 
     from koe.bench.hostile import SERVER_ENV
-    from koe.bench.soak import rss_bytes, server_process, soak
+    from koe.bench.soak import REFERENCE_ENV, rss_bytes, server_process, soak
 
     if (args.url is None) != (args.pid is None):
         raise KoeError("--url and --pid go together (the server's memory is read from its pid)")
     # hostile clients are paced for short deadlines: a server started here gets them (one at --url must
     # have been started with them)
-    env = SERVER_ENV if args.hostile else {}
-    with server_process(env) if args.url is None else nullcontext((args.url, args.pid)) as (url, pid):
+    env = {**(SERVER_ENV if args.hostile else {}), **REFERENCE_ENV}
+    # the server's own output goes to a file the soak checks at the end (no key, no forged line in it)
+    log = Path(tempfile.mkdtemp(prefix="koe-soak-")) / "serve.log" if args.url is None else None
+    with server_process(env, log) if log is not None else nullcontext((args.url, args.pid)) as (url, pid):
         _stderr.print(
             f"soaking {url} (pid {pid}) for {args.minutes:g} min with {args.clients} clients and "
-            f"{args.hostile} hostile ones"
+            f"{args.hostile} hostile ones; the server's log: {log or 'not checked'}"
         )
         report = asyncio.run(
             soak(
@@ -201,6 +221,7 @@ def _run_soak(args: argparse.Namespace) -> int:
                 clients=args.clients,
                 hostile=args.hostile,
                 server_env=env,
+                log=log,
             )
         )
     print(report.summary())

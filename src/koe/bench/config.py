@@ -37,6 +37,8 @@ QUICK_READING_SAMPLE = 2
 ENGINE_SIZES = (16, 32, 64, 128, 256, 384, 500)
 #: The interpreter of the peer servers' own environment (``make bench-peers``).
 PEER_PYTHON = Path(".venv-peers/bin/python")
+#: The interpreter of wyoming-piper's own environment (``make bench-peers``).
+PIPER_PYTHON = Path(".venv-wyoming-piper/bin/python")
 QUICK_ENGINE_SIZES = (16, 64, 128)
 
 
@@ -51,6 +53,7 @@ class BenchConfig:
         max_sessions: the largest capacity level tried.
         capacity_rounds: rounds of each capacity level (it passes when most of them do).
         peer_python: the interpreter of fastkokoro's environment (missing: that peer is left out).
+        piper_python: the interpreter of wyoming-piper's environment (missing: that peer is left out).
         opener_rounds: rounds over the openers in the openers scenario.
         cold_repeats: fresh processes of each kind in the cold-start scenario (0: skipped).
         reading_sample: corpus texts the reading scenario speaks (``None``: all of them).
@@ -74,6 +77,7 @@ class BenchConfig:
     cold_repeats: int = 3
     seed: int = 7
     peer_python: Path = PEER_PYTHON
+    piper_python: Path = PIPER_PYTHON
     reading_sample: int | None = None
     only: str | None = None
 
@@ -109,6 +113,7 @@ class BenchConfig:
         max_sessions: int | None = None,
         ttfa_threshold_s: float | None = None,
         peer_python: Path | None = None,
+        piper_python: Path | None = None,
         only: str | None = None,
     ) -> BenchConfig:
         """Full or quick defaults, then the given overrides (``None`` keeps the default)."""
@@ -134,4 +139,5 @@ class BenchConfig:
             max_sessions=config.max_sessions if max_sessions is None else max_sessions,
             ttfa_threshold_s=config.ttfa_threshold_s if ttfa_threshold_s is None else ttfa_threshold_s,
             peer_python=config.peer_python if peer_python is None else peer_python,
+            piper_python=config.piper_python if piper_python is None else piper_python,
         )

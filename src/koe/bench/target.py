@@ -17,7 +17,7 @@ import httpx
 from koe.app import create_app
 from koe.errors import UpstreamError
 from koe.pipeline.speech import Speech
-from koe.server.background import serve_in_background
+from koe.server.background import BackgroundServer, serve_in_background
 from koe.settings import Settings
 
 #: Model warm-up on a loaded 2-core machine takes seconds; this is never reached when healthy.
@@ -60,7 +60,14 @@ def bench_settings() -> Settings:
 @contextmanager
 def in_process_server(settings: Settings, speech: Speech) -> Iterator[str]:
     """Serve ``speech`` on a free loopback port until the block ends; yields the base URL once ready."""
+    with in_process_app(settings, speech) as running:
+        yield running.http_url
+
+
+@contextmanager
+def in_process_app(settings: Settings, speech: Speech) -> Iterator[BackgroundServer]:
+    """:func:`in_process_server`, yielding the running app itself (its Wyoming server's port, for one)."""
     app = create_app(settings, speech)
     with serve_in_background(app, settings, stop_timeout_s=settings.shutdown_grace_s + 10) as running:
         wait_ready(running.http_url, alive=running.thread.is_alive)
-        yield running.http_url
+        yield running

@@ -99,14 +99,11 @@ class Clock:
         return time.monotonic() - self.start
 
 
-def _pcm_seconds(frame: bytes) -> float:
-    return len(frame) / (_PCM16_BYTES * SAMPLE_RATE)
-
-
-def pcm_chunk(at: float, pcm16: bytes) -> Chunk:
-    """24 kHz 16-bit ``pcm16`` that reached the listener at ``at``: its length and where its speech starts."""
+def pcm_chunk(at: float, pcm16: bytes, rate: int = SAMPLE_RATE) -> Chunk:
+    """16-bit mono ``pcm16`` at ``rate`` that reached the listener at ``at``: its length and where its
+    speech starts."""
     samples = np.frombuffer(pcm16[: len(pcm16) // _PCM16_BYTES * _PCM16_BYTES], dtype="<i2") / 32768
-    return Chunk(at, _pcm_seconds(pcm16), onset_s(samples, SAMPLE_RATE))
+    return Chunk(at, len(samples) / rate, onset_s(samples, rate))
 
 
 class PcmReader:
@@ -241,7 +238,7 @@ async def aws_sample_turn(base_url: str, answer: str, pace: ReplayPace, voice: s
             finally:
                 incoming.cancel()
 
-        await _writer_and_reader(writer, reader)
+        await writer_and_reader(writer, reader)
         trace.done_at = clock.now()
     finally:
         await client.aclose()
@@ -279,14 +276,14 @@ async def koe_turn(
                 elif isinstance(message, Error):
                     raise UpstreamError(f"the server answered {message.code}: {message.message}")
 
-        await _writer_and_reader(writer, reader)
+        await writer_and_reader(writer, reader)
         trace.done_at = clock.now()
     finally:
         await client.aclose()
     return trace
 
 
-async def _writer_and_reader(
+async def writer_and_reader(
     writer: Callable[[], Coroutine[Any, Any, None]],
     reader: Callable[[asyncio.Task[None]], Coroutine[Any, Any, None]],
 ) -> None:

@@ -36,6 +36,9 @@ MAX_DATA_BYTES = 1024 * 1024
 #: No event a TTS server takes has a payload (audio flows the other way); a client that sends one anyway
 #: is answered once it has arrived, up to this size, and a larger one ends the connection.
 MAX_PAYLOAD_BYTES = 64 * 1024
+#: A ``ping``'s text, echoed in its ``pong``: a satellite sends a short token or nothing; an echo is no place
+#: for a whole answer.
+MAX_PING_CHARS = 1024
 #: The only ``text_format`` taken: plain text (SSML's tags would be read out).
 TEXT_FORMAT = "text"
 #: Kokoro's output as Wyoming describes audio: 16-bit samples, one channel.
@@ -207,8 +210,16 @@ class SynthesizeStop:
     """``synthesize-stop``: the streamed request's text is complete."""
 
 
-ClientEvent = Describe | Synthesize | SynthesizeStart | SynthesizeChunk | SynthesizeStop
-_TYPES = ("describe", "synthesize", "synthesize-start", "synthesize-chunk", "synthesize-stop")
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """``ping``: is the server there? Answered with a ``pong`` carrying ``text`` back, before any audio
+    queued for the connection."""
+
+    text: str | None = None
+
+
+ClientEvent = Describe | Synthesize | SynthesizeStart | SynthesizeChunk | SynthesizeStop | Ping
+_TYPES = ("describe", "synthesize", "synthesize-start", "synthesize-chunk", "synthesize-stop", "ping")
 
 
 def parse_event(event: RawEvent, *, max_chars: int) -> ClientEvent:
@@ -216,7 +227,7 @@ def parse_event(event: RawEvent, *, max_chars: int) -> ClientEvent:
 
     Raises:
         ProtocolError: a type a TTS server does not take, or a text that is no string.
-        LimitError: a text over ``max_chars`` (``text_too_long``).
+        LimitError: a text over ``max_chars``, or a ping's over ``MAX_PING_CHARS`` (``text_too_long``).
         ConfigError: a voice that is no name or language tag, or a ``text_format`` other than plain text
             (``invalid_field``). Whether koe has the voice or speaks the language is the session's to
             find out: the request is well formed, and is answered (with an error) in its turn.
@@ -235,6 +246,8 @@ def parse_event(event: RawEvent, *, max_chars: int) -> ClientEvent:
             return SynthesizeChunk(text_field(data, max_chars))
         case "synthesize-stop":
             return SynthesizeStop()
+        case "ping":
+            return Ping(None if data.get("text") is None else text_field(data, MAX_PING_CHARS))
     raise ProtocolError(
         f"expected an event a TTS server takes ({', '.join(_TYPES)}), got {preview(event.type)}"
     )
@@ -347,12 +360,19 @@ class SynthesizeStopped:
 
 
 @dataclass(frozen=True, slots=True)
+class Pong:
+    """``pong``: the answer to a ``ping``, its text echoed."""
+
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Error:
     code: str
     text: str
 
 
-ServerEvent = Info | AudioStart | AudioChunk | AudioStop | SynthesizeStopped | Error
+ServerEvent = Info | AudioStart | AudioChunk | AudioStop | SynthesizeStopped | Pong | Error
 
 
 def encode(event: ServerEvent) -> bytes:
@@ -368,6 +388,8 @@ def encode(event: ServerEvent) -> bytes:
             return _frame("audio-stop")
         case SynthesizeStopped():
             return _frame("synthesize-stopped")
+        case Pong(text=text):
+            return _frame("pong", {"text": text})
         case Error(code=code, text=text):
             return _frame("error", {"text": text, "code": code})
 
