@@ -17,7 +17,8 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from live_checks import failures_logged, no_leak
+from koe.bench.hostile_inputs import compressed_frame
+from live_checks import assert_serving, failures_logged, no_leak
 from live_server import LiveServer, ServerFactory
 from sse_events import sse_events
 from ws_events import Event, receive, run, send, until
@@ -375,3 +376,23 @@ def test_a_request_timestamp_in_the_future_is_refused(hostile_server: LiveServer
         assert (same.status_code, same.json()["error"]) == (400, "invalid_field")
         assert "future" in same.json()["message"]
         invocations_speaks(client, hostile_server)
+
+
+# --- issue 31's classes ----------------------------------------------------------------------------------
+# Tested elsewhere, each with the server serving afterwards: the compression offer declined and a message in
+# 2,048 empty fragments closed 1009 (tests/server/test_floods.py), Deepgram's unheaderable model and
+# undigitable sample_rate (tests/server/test_deepgram.py), the request id bound on /invocations
+# (tests/server/test_aws_sse.py), 415 for text and form bodies (tests/server/test_http_routes.py), a long
+# number left on the real model in every language (tests/server/test_abandoned_requests.py).
+
+
+def test_a_deflate_compressed_frame_is_a_protocol_error_and_the_server_serves(
+    hostile_server: LiveServer,
+) -> None:
+    """With the offer declined, a frame compressed anyway (RSV1) is closed 1002, never inflated."""
+
+    async def main() -> None:
+        await compressed_frame(hostile_server.http_url, httpx.AsyncClient())
+
+    run(main)
+    assert_serving(hostile_server)

@@ -10,18 +10,28 @@ it as a client failure. The server's own counters then show the refusals by code
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
-import os
-import socket
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from koe.bench.hostile_inputs import INPUT_ACTIONS
+from koe.bench.rawclient import (
+    PING,
+    TEXT,
+    address,
+    client_frame,
+    closed_within,
+    open_raw,
+    raw_websocket,
+    small_socket,
+    trickle,
+    upgrade,
+    ws_url,
+)
 from koe.errors import UpstreamError
 from koe.server.session import CLOSE_GRACE_S
 
@@ -39,18 +49,17 @@ _HUGE = "9" * 400
 _SHORT = "Hello there, this is a short answer."
 #: Bad messages sent without reading the answers: far more replies than any socket buffer holds.
 _FLOOD = 20_000
-_SMALL_BUFFER = 4096
-#: How a chunked HTTP body ends: a response cut off by the server lacks it.
-_LAST_CHUNK = b"0\r\n\r\n"
-
-
-def _ws(base: str) -> str:
-    return base.replace("http", "ws", 1)
-
-
-def _address(base: str) -> tuple[str, int]:
-    parts = urlsplit(base)
-    return parts.hostname or "127.0.0.1", parts.port or 80
+#: The unread response at the highest rate and the slowest speed, so that its bytes fill the socket
+#: buffers soonest (each second of synthesis gives twice the audio at speed 0.5).
+_UNREAD_RATE = 48_000
+_UNREAD_SPEED = 0.5
+#: How long an unread response may hold its connection: the buffers (about 3 MB on loopback, 30 s of audio
+#: at 48 kHz) filled while other clients share the workers (a soak's 3 clients and 2 attackers on 2 cores
+#: leave this stream a fraction of one), then the send deadline.
+_UNREAD_WITHIN_S = 150.0
+#: The actions that take longer than a soak's usual per-action limit by design, with their own limit.
+LONG_ACTIONS: dict[str, float] = {"unread_stream": _UNREAD_WITHIN_S + _SLACK_S}
+_PROBE_EVERY_S = 0.5
 
 
 async def _error(ws: ClientConnection, code: str) -> None:
@@ -86,7 +95,7 @@ def _refused(response: httpx.Response, status: int, code: str) -> None:
 
 async def nested_json(base: str, http: httpx.AsyncClient) -> None:
     """30,000 levels of unclosed nesting: invalid_json, and the session speaks on."""
-    async with connect(_ws(base) + "/v1/stream") as ws:
+    async with connect(ws_url(base) + "/v1/stream") as ws:
         await ws.send('{"type": "config", "x": ' + "[" * 30_000)
         await _error(ws, "invalid_json")
         await _speaks(ws)
@@ -105,7 +114,7 @@ async def huge_numbers(base: str, http: httpx.AsyncClient) -> None:
 
 async def surrogates(base: str, http: httpx.AsyncClient) -> None:
     """A lone surrogate in an AWS request id: invalid_json; a NUL in the next is echoed back intact."""
-    async with connect(_ws(base) + "/invocations-bidirectional-stream") as ws:
+    async with connect(ws_url(base) + "/invocations-bidirectional-stream") as ws:
         await ws.send('{"text": "Hi.", "request_id": "\\ud800"}')
         await _error(ws, "invalid_json")
         await ws.send('{"text": "Hello there.", "request_id": "ok\\u0000"}')
@@ -122,10 +131,10 @@ async def error_flood(base: str, http: httpx.AsyncClient) -> None:
     (replies_unread once its backlog of unread replies is full, or its idle timeout if the socket buffers,
     megabytes deep on loopback, held every reply) and drops the connection. The client never reads: it
     finds out when a write of its own is refused."""
-    _, writer = await _raw_websocket(base)
-    bad = _client_frame(0x1, json.dumps({"type": "config", "voice": "zz_nobody"}).encode())
+    _, writer, _ = await raw_websocket(base)
+    bad = client_frame(TEXT, json.dumps({"type": "config", "voice": "zz_nobody"}).encode())
     ends_within = CLOSE_GRACE_S + 3 * _DEADLINE_S + _SLACK_S  # unread replies or idle, then a stalled send
-    probe = _client_frame(0x9, b"")  # a ping: answered by the protocol, never seen by the session
+    probe = client_frame(PING, b"")  # a ping: answered by the protocol, never seen by the session
     try:
         writer.write(bad * _FLOOD)
         async with asyncio.timeout(ends_within):
@@ -142,42 +151,13 @@ async def error_flood(base: str, http: httpx.AsyncClient) -> None:
         writer.transport.abort()
 
 
-async def _raw(base: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    host, port = _address(base)
-    return await asyncio.open_connection(host, port)
-
-
-async def _closed_within(reader: asyncio.StreamReader, timeout_s: float) -> bytes:
-    """Everything the server sends until it closes; raises if it keeps the socket open past ``timeout_s``."""
-    received = b""
-    try:
-        async with asyncio.timeout(timeout_s):
-            while chunk := await reader.read(65536):
-                received += chunk
-    except TimeoutError:
-        raise UpstreamError(f"the server kept a stalled socket open past {timeout_s:g} s") from None
-    except ConnectionResetError:
-        pass
-    return received
-
-
-async def _trickle(writer: asyncio.StreamWriter, data: bytes, pause_s: float) -> None:
-    try:
-        for byte in data:
-            writer.write(bytes([byte]))
-            await writer.drain()
-            await asyncio.sleep(pause_s)
-    except ConnectionError:
-        return  # closed by the server, as it should
-
-
 async def slowloris(base: str, http: httpx.AsyncClient) -> None:
     """A request head a byte every 0.2 s: closed after the header deadline, without an answer."""
-    reader, writer = await _raw(base)
+    reader, writer = await open_raw(base)
     head = b"GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 10_000
-    sending = asyncio.create_task(_trickle(writer, head, 0.2))
+    sending = asyncio.create_task(trickle(writer, head, 0.2))
     try:
-        answer = await _closed_within(reader, _DEADLINE_S + _SLACK_S)
+        answer = await closed_within(reader, _DEADLINE_S + _SLACK_S)
     finally:
         sending.cancel()
         writer.close()
@@ -187,14 +167,14 @@ async def slowloris(base: str, http: httpx.AsyncClient) -> None:
 
 async def endless_body(base: str, http: httpx.AsyncClient) -> None:
     """A body a few bytes at a time that would take minutes: 408 body_timeout, then the socket closes."""
-    reader, writer = await _raw(base)
+    reader, writer = await open_raw(base)
     writer.write(
         b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
         b"Content-Length: 200000\r\n\r\n"
     )
-    sending = asyncio.create_task(_trickle(writer, b"Hello " * 1000, 0.05))
+    sending = asyncio.create_task(trickle(writer, b"Hello " * 1000, 0.05))
     try:
-        answer = await _closed_within(reader, _DEADLINE_S + _SLACK_S)
+        answer = await closed_within(reader, _DEADLINE_S + _SLACK_S)
     finally:
         sending.cancel()
         writer.close()
@@ -202,80 +182,57 @@ async def endless_body(base: str, http: httpx.AsyncClient) -> None:
         raise UpstreamError(f"expected 408 body_timeout, got {answer[:200]!r}")
 
 
-def _upgrade(host_header: str, path: str, extra: str = "") -> bytes:
-    key = base64.b64encode(os.urandom(16)).decode()
-    return (
-        f"GET {path} HTTP/1.1\r\nHost: {host_header}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
-    ).encode()
-
-
-async def _raw_websocket(base: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A WebSocket on a socket that receives little, by a client that reads nothing after the handshake
-    (a client library would keep reading in the background)."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SMALL_BUFFER)
-    sock.setblocking(False)
-    host, port = _address(base)
-    await asyncio.get_running_loop().sock_connect(sock, (host, port))
-    reader, writer = await asyncio.open_connection(sock=sock)
-    writer.write(_upgrade(f"{host}:{port}", "/v1/stream"))
-    status = await reader.readuntil(b"\r\n\r\n")
-    if not status.startswith(b"HTTP/1.1 101"):
-        raise UpstreamError(f"the WebSocket upgrade failed: {status[:100]!r}")
-    return reader, writer
-
-
-def _client_frame(opcode: int, payload: bytes) -> bytes:
-    """One masked frame (a client's frames must be masked) of at most 125 bytes."""
-    mask = os.urandom(4)
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked
-
-
 async def ping_flood(base: str, http: httpx.AsyncClient) -> None:
     """5,000 pings from a client that never reads, then it vanishes."""
-    _, writer = await _raw_websocket(base)
-    writer.write(_client_frame(0x9, b"p" * 125) * 5000)
+    _, writer, _ = await raw_websocket(base)
+    writer.write(client_frame(PING, b"p" * 125) * 5000)
     await writer.drain()
     await asyncio.sleep(1.0)
     writer.transport.abort()
 
 
 async def unread_stream(base: str, http: httpx.AsyncClient) -> None:
-    """A long streamed response never read: the server drops it after its send deadline (what the socket
-    buffers held still arrives, then the connection ends without the response's last chunk)."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SMALL_BUFFER)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, _address(base))
-    reader, writer = await asyncio.open_connection(sock=sock)
-    body = json.dumps({"model": "tts-1", "input": _SHORT * 500, "voice": "alloy", "response_format": "pcm"})
-    writer.write(
-        f"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
+    """A long streamed response never read: the server drops it once its writes have stalled for its send
+    deadline. Reading would let the stalled writes go on (the loopback buffers hold megabytes, a minute of
+    audio the model may not have made yet), so the client learns of the drop without reading: a byte it
+    sends to a connection the server has closed is answered with a reset. The response (20 minutes of
+    audio) cannot have ended by then."""
+    sock = await small_socket(base)
+    loop = asyncio.get_running_loop()
+    request = {"text": _SHORT * 500, "format": "pcm", "sample_rate": _UNREAD_RATE, "speed": _UNREAD_SPEED}
+    body = json.dumps(request)
+    await loop.sock_sendall(
+        sock,
+        f"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n{body}".encode(),
     )
-    await writer.drain()
-    await asyncio.sleep(_DEADLINE_S + _SLACK_S / 2)  # not reading: the server's send stalls
-    received = await _closed_within(reader, _SLACK_S)
-    writer.close()
-    if not received.startswith(b"HTTP/1.1 200") or received.endswith(_LAST_CHUNK):
-        raise UpstreamError(f"the stalled response was not dropped ({len(received)} bytes came in full)")
+    try:
+        async with asyncio.timeout(_UNREAD_WITHIN_S):
+            while True:
+                await asyncio.sleep(_PROBE_EVERY_S)
+                # an empty line: what HTTP/1.1 lets precede the next request, so an open connection ignores it
+                sock.send(b"\r\n")
+    except ConnectionError:
+        return  # reset: the server dropped the unread response, as it should
+    except TimeoutError:
+        raise UpstreamError(f"an unread response was not dropped within {_UNREAD_WITHIN_S:g} s") from None
+    finally:
+        sock.close()
 
 
 async def foreign_origin(base: str, http: httpx.AsyncClient) -> None:
     """Another site's page opening a WebSocket, and a rebound name: 403 each."""
-    host, port = _address(base)
+    host, port = address(base)
     for request, code in [
         (
-            _upgrade(f"{host}:{port}", "/v1/stream", "Origin: https://evil.example.net\r\n"),
+            upgrade(f"{host}:{port}", "/v1/stream", "Origin: https://evil.example.net\r\n"),
             b"forbidden_origin",
         ),
-        (_upgrade("evil.example.net", "/agent/ws"), b"forbidden_host"),
+        (upgrade("evil.example.net", "/agent/ws"), b"forbidden_host"),
     ]:
-        reader, writer = await _raw(base)
+        reader, writer = await open_raw(base)
         writer.write(request)
-        answer = await _closed_within(reader, _SLACK_S)
+        answer = await closed_within(reader, _SLACK_S)
         writer.close()
         if not answer.startswith(b"HTTP/1.1 403") or code not in answer:
             raise UpstreamError(f"expected 403 {code.decode()}, got {answer[:200]!r}")
@@ -283,7 +240,7 @@ async def foreign_origin(base: str, http: httpx.AsyncClient) -> None:
 
 async def empty_flushes(base: str, http: httpx.AsyncClient) -> None:
     """500 empty turns at once: each answered (flushed, or too_many_turns), then a turn speaks."""
-    async with connect(_ws(base) + "/v1/stream") as ws:
+    async with connect(ws_url(base) + "/v1/stream") as ws:
         for _ in range(500):
             await ws.send(json.dumps({"type": "flush"}))
         for _ in range(500):
@@ -295,19 +252,31 @@ async def empty_flushes(base: str, http: httpx.AsyncClient) -> None:
 
 
 async def idle_unflushed(base: str, http: httpx.AsyncClient) -> None:
-    """Text that is never flushed, then silence: closed at the idle timeout with 1008 idle_timeout."""
-    async with connect(_ws(base) + "/v1/stream") as ws:
+    """Text that is never flushed, then silence: closed 1008 idle_timeout once the audio of what was
+    complete has been heard. That audio keeps the session busy for as long as it waits for a worker, so the
+    idle deadline counts from its last frame, not from the message."""
+    async with connect(ws_url(base) + "/v1/stream") as ws:
         await ws.send(json.dumps({"type": "append", "text": "Spoken at once. And this waits forever for"}))
+        loop = asyncio.get_running_loop()
+        sent = heard = loop.time()
+        # the server checks for idleness every idle timeout: closing takes up to two after the last frame
+        closes_within = 2 * _DEADLINE_S + _SLACK_S
         try:
-            async with asyncio.timeout(_DEADLINE_S + _SLACK_S):
-                await _error(ws, "idle_timeout")
-                await ws.recv()
+            while True:
+                async with asyncio.timeout_at(heard + closes_within):
+                    frame = await ws.recv()
+                if isinstance(frame, bytes):
+                    heard = loop.time()
+                elif (message := json.loads(frame))["type"] == "error" and message["code"] != "idle_timeout":
+                    raise UpstreamError(f"expected idle_timeout, got {message}")
         except ConnectionClosed as closed:
             if closed.rcvd is None or closed.rcvd.code != 1008:
                 raise UpstreamError(f"expected close 1008 after idle_timeout, got {closed}") from closed
-            return
         except TimeoutError:
-            raise UpstreamError("an idle session with unflushed text was not closed") from None
+            raise UpstreamError(
+                f"an idle session with unflushed text was open {loop.time() - heard:.1f} s after its last "
+                f"audio ({heard - sent:.1f} s after the message)"
+            ) from None
 
 
 #: One client action of a soak: the server's base URL and a shared HTTP client in, raises on failure.
@@ -324,4 +293,5 @@ HOSTILE_ACTIONS: tuple[Action, ...] = (
     foreign_origin,
     empty_flushes,
     idle_unflushed,
+    *INPUT_ACTIONS,
 )

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
+import multiprocessing
 import os
 import socket
 import statistics
@@ -24,13 +26,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import ClientConnection, connect
 
-from koe.bench.hostile import HOSTILE_ACTIONS, Action
+from koe.bench.hostile import HOSTILE_ACTIONS, LONG_ACTIONS, Action
+from koe.bench.hostile_inputs import log_findings
 from koe.bench.target import wait_ready
 from koe.errors import UpstreamError
 from koe.server.background import LOOPBACK
@@ -46,8 +50,19 @@ _SAMPLES_PER_POINT = 3
 INTERNAL_CODES = frozenset({"internal_error", "asset_error"})
 
 
-#: The server's resident memory may grow this much from the end of the warm-up to the end of a soak.
+#: The server's resident memory may grow this much from the start of a soak (and from the end of its
+#: warm-up) to its end.
 MAX_GROWTH_PCT = 10.0
+#: ``/ping`` must answer within this at every probe while the soak runs: a stalled loop shows there first.
+MAX_PING_MS = 50.0
+_PING_EVERY_S = 0.25
+#: The normal client's turn compared byte for byte with the same turn on the quiet server: one sentence, one
+#: segment, a complete file (decoded whole), so nothing in it depends on timing.
+_REFERENCE = {"text": "The quick brown fox jumps over the lazy dog.", "format": "pcm", "stream": False}
+_REFERENCE_EVERY_S = 5.0
+#: What ``koe soak`` starts its server with: no segment cache, so the reference turn is synthesized every
+#: time rather than replayed from the cache.
+REFERENCE_ENV = {"KOE_SEGMENT_CACHE_MB": "0"}
 
 
 def rss_bytes(pid: int | None = None) -> int:
@@ -58,7 +73,8 @@ def rss_bytes(pid: int | None = None) -> int:
 
 @dataclass
 class SoakReport:
-    """What a soak measured; ``growth_pct`` compares the end with the end of the warm-up."""
+    """What a soak measured; ``growth_pct`` compares the end with the end of the warm-up, when the
+    attackers (if any) start."""
 
     duration_s: float
     warmup_s: float
@@ -72,6 +88,33 @@ class SoakReport:
     rss_warm_mb: float = 0.0
     rss_end_mb: float = 0.0
     rss_peak_mb: float = 0.0
+    ping_ms: list[float] = field(default_factory=list)  # every /ping round trip after the warm-up
+    reference_turns: int = 0  # the normal client's turns compared with the quiet server's
+    reference_mismatches: int = 0  # ... whose audio differed by a byte
+    log_findings: dict[str, int] | None = None  # None: the server's log was not available to check
+
+    @property
+    def ping_max_ms(self) -> float:
+        return max(self.ping_ms, default=0.0)
+
+    @property
+    def ping_p99_ms(self) -> float:
+        ordered = sorted(self.ping_ms)
+        return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else 0.0
+
+    @property
+    def checks(self) -> dict[str, bool]:
+        """Each condition of a passing soak; the issue's "/ping stays under 50 ms while it runs" is every
+        probe, so the maximum is what is checked."""
+        return {
+            "no_client_failed": not self.client_failures,
+            "no_internal_error": not self.internal_errors,
+            "refused_nothing_unless_hostile": self.hostile_clients > 0 or not self.server_errors,
+            "ping_under_50_ms": bool(self.ping_ms) and self.ping_max_ms < MAX_PING_MS,
+            "rss_within_10_pct_of_warm": self.growth_pct < MAX_GROWTH_PCT,
+            "reference_turn_unchanged": self.reference_turns > 0 and not self.reference_mismatches,
+            "log_clean": not any((self.log_findings or {}).values()),
+        }
 
     @property
     def growth_pct(self) -> float:
@@ -83,11 +126,8 @@ class SoakReport:
 
     @property
     def passed(self) -> bool:
-        """No client failed, the server never failed and grew by less than :data:`MAX_GROWTH_PCT`; with no
-        hostile client, it refused nothing."""
-        refused_nothing = self.hostile_clients > 0 or not self.server_errors
-        grew = self.growth_pct >= MAX_GROWTH_PCT
-        return not self.client_failures and not self.internal_errors and refused_nothing and not grew
+        """Every one of :attr:`checks`."""
+        return all(self.checks.values())
 
     def summary(self) -> str:
         return (
@@ -96,13 +136,23 @@ class SoakReport:
             f"({', '.join(f'{k} {v}' for k, v in sorted(self.actions.items()))}); "
             f"RSS {self.rss_warm_mb:.0f} MB after {self.warmup_s:.0f} s warm-up, {self.rss_end_mb:.0f} MB at "
             f"the end ({self.growth_pct:+.1f} %), peak {self.rss_peak_mb:.0f} MB; "
+            f"/ping p99 {self.ping_p99_ms:.1f} ms, max "
+            f"{self.ping_max_ms:.1f} ms over {len(self.ping_ms)} probes; reference turn "
+            f"{self.reference_turns - self.reference_mismatches}/{self.reference_turns} byte-identical; "
+            f"log {self.log_findings if self.log_findings is not None else 'not checked'}; "
             f"server errors {sum(self.server_errors.values()):.0f} {self.server_errors or ''} "
             f"(internal {self.internal_errors:.0f}); "
             f"client failures {sum(self.client_failures.values())} {self.client_failures or ''}"
         )
 
     def to_json(self) -> str:
-        derived = {"growth_pct": round(self.growth_pct, 2), "internal_errors": self.internal_errors}
+        derived = {
+            "growth_pct": round(self.growth_pct, 2),
+            "internal_errors": self.internal_errors,
+            "ping_p99_ms": round(self.ping_p99_ms, 2),
+            "ping_max_ms": round(self.ping_max_ms, 2),
+            "checks": self.checks,
+        }
         return json.dumps({**asdict(self), **derived, "passed": self.passed}, indent=2)
 
 
@@ -201,6 +251,7 @@ async def soak(
     warmup_s: float | None = None,
     sample_every_s: float = 5.0,
     server_env: dict[str, str] | None = None,
+    log: Path | None = None,
 ) -> SoakReport:
     """Run ``clients`` looping clients (and ``hostile`` attackers) against ``base_url`` for ``duration_s``,
     sampling ``rss()``.
@@ -214,9 +265,12 @@ async def soak(
         warmup_s: where growth is measured from (default: a fifth of the run).
         sample_every_s: RSS sampling period.
         server_env: recorded in the report (the deadlines the hostile actions expect).
+        log: the server's log, checked at the end for what it must not hold (``None``: not checked).
 
     Client failures (an action that raised or hung) are counted, never raised; server errors are the
-    increase of ``koe_errors_total`` over the run.
+    increase of ``koe_errors_total`` over the run. After the warm-up, another process times ``/ping``
+    every quarter second while the attackers (if any) run, and a normal client repeats one turn and
+    compares its audio with the same turn taken on the quiet server before the clients start.
     """
     warmup = duration_s / 5 if warmup_s is None else warmup_s
     report = SoakReport(
@@ -232,14 +286,16 @@ async def soak(
     deadline = started + duration_s
     async with httpx.AsyncClient(timeout=_ACTION_TIMEOUT_S) as http:
         errors_before = errors_by_code((await http.get(base_url + "/metrics")).text)
+        reference = await _reference_audio(base_url, http)
 
-        async def client(offset: int, actions_: tuple[Action, ...]) -> None:
+        async def client(offset: int, actions_: tuple[Action, ...], after_s: float = 0.0) -> None:
+            await asyncio.sleep(after_s)
             for n in itertools.count(offset):
                 if time.monotonic() >= deadline:
                     return
                 action = actions_[n % len(actions_)]
                 try:
-                    async with asyncio.timeout(_ACTION_TIMEOUT_S):
+                    async with asyncio.timeout(LONG_ACTIONS.get(action.__name__, _ACTION_TIMEOUT_S)):
                         await action(base_url, http)
                     actions[action.__name__] += 1
                 except Exception as exc:  # counted and reported: a soak measures, it does not stop
@@ -250,12 +306,42 @@ async def soak(
                 report.rss_mb.append((round(time.monotonic() - started, 1), rss() / 2**20))
                 await asyncio.sleep(sample_every_s)
 
+        async def compare() -> None:
+            while time.monotonic() < deadline:
+                report.reference_turns += 1
+                try:
+                    async with asyncio.timeout(_ACTION_TIMEOUT_S):
+                        heard = await _reference_audio(base_url, http)
+                except Exception as exc:  # counted and reported: a soak measures, it does not stop
+                    failures[f"reference_turn: {type(exc).__name__}"] += 1
+                    heard = b""
+                report.reference_mismatches += heard != reference
+                await asyncio.sleep(_REFERENCE_EVERY_S)
+
+        async def probe() -> None:
+            await asyncio.sleep(warmup)
+            processes = multiprocessing.get_context("spawn")
+            to_prober, prober_end = processes.Pipe()
+            prober = processes.Process(target=_probe_ping, args=(base_url, prober_end), daemon=True)
+            prober.start()
+            try:
+                await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+            finally:
+                to_prober.send(None)
+                report.ping_ms = await asyncio.to_thread(to_prober.recv)
+                await asyncio.to_thread(prober.join)
+
+        # the warm-up is ordinary use (first synthesis, each language's G2P, the arenas); the attacks and
+        # the /ping timing start after it, so what they measure is the attacks' doing
         async with asyncio.TaskGroup() as tg:
             tg.create_task(sampler())
+            tg.create_task(compare())
+            tg.create_task(probe())
             for offset in range(clients):
                 tg.create_task(client(offset, ACTIONS))
-            for offset in range(hostile):  # spread over the attacks, so each runs early in the soak
-                tg.create_task(client(offset * len(HOSTILE_ACTIONS) // max(1, hostile), HOSTILE_ACTIONS))
+            for offset in range(hostile):  # spread over the attacks, so each runs early in their time
+                first = offset * len(HOSTILE_ACTIONS) // max(1, hostile)
+                tg.create_task(client(first, HOSTILE_ACTIONS, after_s=warmup))
         await asyncio.sleep(1.0)  # let vanished sessions finish ending before the last sample
         report.rss_mb.append((round(time.monotonic() - started, 1), rss() / 2**20))
         errors_after = errors_by_code((await http.get(base_url + "/metrics")).text)
@@ -270,7 +356,33 @@ async def soak(
     report.rss_warm_mb = statistics.median(after_warmup[:_SAMPLES_PER_POINT])
     report.rss_end_mb = statistics.median(after_warmup[-_SAMPLES_PER_POINT:])
     report.rss_peak_mb = max(mb for _, mb in report.rss_mb)
+    if log is not None:
+        report.log_findings = log_findings(await asyncio.to_thread(log.read_text, errors="replace"))
     return report
+
+
+async def _reference_audio(base_url: str, http: httpx.AsyncClient) -> bytes:
+    response = await http.post(base_url + "/invocations", json=_REFERENCE)
+    if response.status_code != 200 or not response.content:
+        raise UpstreamError(f"the reference turn got {response.status_code}: {response.text[:200]}")
+    return response.content
+
+
+def _probe_ping(base_url: str, control: Connection) -> None:
+    """Time ``/ping`` in milliseconds until ``control`` receives anything, then send the timings back. Run
+    in a process of its own: a thread would wait for the GIL behind the soak's clients (a deflate bomb is
+    built in Python), and that wait would be counted against the server. A failed probe counts as an
+    infinite round trip."""
+    timings: list[float] = []
+    with httpx.Client(timeout=_ACTION_TIMEOUT_S) as client:
+        while not control.poll(_PING_EVERY_S):
+            started = time.perf_counter()
+            try:
+                ok = client.get(base_url + "/ping").status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            timings.append(round((time.perf_counter() - started) * 1000, 2) if ok else math.inf)
+    control.send(timings)
 
 
 # --- a server subprocess -----------------------------------------------------------------------------------
@@ -284,11 +396,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def server_process(extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
-    """``koe serve`` on a free loopback port in a subprocess; yields its base URL and pid once ready."""
+def server_process(
+    extra_env: dict[str, str] | None = None, log: Path | None = None
+) -> Iterator[tuple[str, int]]:
+    """``koe serve`` on a free loopback port in a subprocess, its output into ``log`` if given; yields its
+    base URL and pid once ready."""
     port = free_port()
     command = [sys.executable, "-m", "koe.cli", "serve", "--host", LOOPBACK, "--port", str(port)]
-    process = subprocess.Popen(command, env={**os.environ, **(extra_env or {})})
+    sink = log.open("wb") if log is not None else None
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, **(extra_env or {})},
+        stdout=sink,
+        stderr=subprocess.STDOUT if sink else None,
+    )
     try:
         base_url = f"http://{LOOPBACK}:{port}"
         wait_ready(base_url, alive=lambda: process.poll() is None)
@@ -300,3 +421,5 @@ def server_process(extra_env: dict[str, str] | None = None) -> Iterator[tuple[st
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        if sink is not None:
+            sink.close()
