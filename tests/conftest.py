@@ -18,6 +18,7 @@ from koe.settings import Settings
 from live_server import LOOPBACK, LiveServer, ServerFactory, run_server
 from support import Transcriber
 from support.fake import FakeEngine, fake_speech
+from support.warm import warm_app
 
 
 @pytest.fixture(scope="session")
@@ -52,9 +53,9 @@ def _factory(speech: Speech) -> ServerFactory:
     ) -> Iterator[LiveServer]:
         # no segment cache unless asked for: tests share servers, and a hit from another test's turn would
         # make this one's synthesis instant (tests/pipeline/test_cache.py and tests/server/test_cache_*.py)
-        defaults = {"host": LOOPBACK, "port": 0, "warmup": False, "segment_cache_mb": 0}
+        defaults = {"host": LOOPBACK, "port": 0, "segment_cache_mb": 0}
         settings = Settings(**{**defaults, **overrides})
-        with run_server(create_app(settings, speech), settings, sock, **(uvicorn or {})) as live:
+        with run_server(warm_app(settings, speech), settings, sock, **(uvicorn or {})) as live:
             yield live
 
     return start
@@ -64,8 +65,9 @@ def _factory(speech: Speech) -> ServerFactory:
 def serve_app(speech: Speech) -> ServerFactory:
     """Start another server sharing the loaded model, with its own settings: ``with serve_app(**limits)``.
 
-    Warm-up and the segment cache are off (the shared model is warm) unless asked for; ``sock`` passes a
-    prepared socket and ``uvicorn`` options of uvicorn's own (its keepalive ping...).
+    Warm-up is off (the shared model is warm: :func:`support.warm.warm_app`), and so is the segment cache
+    unless asked for; ``sock`` passes a prepared socket and ``uvicorn`` options of uvicorn's own (its
+    keepalive ping...).
     """
     return _factory(speech)
 

@@ -119,7 +119,7 @@ def test_an_error_with_json_logs_is_one_json_record_with_its_code() -> None:
     assert result.returncode == 2
     [entry] = [json.loads(line) for line in result.stderr.splitlines()]
     assert entry["level"] == "ERROR" and entry["code"] == "invalid_field"
-    assert (
-        entry["message"]
-        == "error (invalid_field): KOE_LLM: expected one of auto, openai, bedrock, local, none, got 'clippy'"
+    assert entry["message"] == (
+        "error (invalid_field): KOE_LLM: expected one of auto, openai, bedrock, local, none, got 'clippy' "
+        "(setting llm)"
     )

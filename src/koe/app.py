@@ -18,6 +18,7 @@ from koe.agent.inprocess import InProcessSpeaker
 from koe.agent.routes import AgentEndpoints
 from koe.agent.service import VoiceAgent
 from koe.pipeline.speech import Speech
+from koe.scheduler.cost import SegmentCost
 from koe.server.access import warn_if_exposed
 from koe.server.app import create_server_app
 from koe.server.runtime import Runtime
@@ -33,6 +34,8 @@ def create_app(
     speech: Speech | None = None,
     llm: LLMConfig | None = None,
     loading: Future[Speech] | None = None,
+    *,
+    cost: SegmentCost | None = None,
 ) -> Starlette:
     """The koe ASGI app.
 
@@ -41,11 +44,13 @@ def create_app(
         speech: an already loaded model to share (tests, benchmarks); loaded in the background if absent.
         llm: the agent's LLM (default: from ``KOE_LLM*`` environment variables).
         loading: the model of ``settings``, already loading (:func:`koe.server.runtime.load_in_background`).
+        cost: the segment costs to plan with, known already (tests sharing one warm model): the model is
+            then neither proven nor measured before it serves (:class:`koe.server.runtime.Runtime`).
 
     Raises:
         ConfigError: the settings or the ``KOE_LLM*`` variables are invalid.
     """
-    runtime = Runtime(settings or Settings.from_env(), speech, loading)
+    runtime = Runtime(settings or Settings.from_env(), speech, loading, cost=cost)
     config = llm or LLMConfig.from_env()
     if config.kind == "none":
         logger.warning("agent: %s; the page's read-aloud mode works without one", HOW_TO_ENABLE)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -369,8 +368,10 @@ def _run_serve(args: argparse.Namespace) -> int:
         else "no API key required (KOE_API_KEY is not set)",
         api_key_required=required,
     )
-    if settings.wyoming_port is not None:
-        wyoming = f"tcp://{settings.host}:{settings.wyoming_port}"
+    from koe.server.wyoming import listen_uri
+
+    wyoming = listen_uri(settings)
+    if wyoming is not None:
         _announce(args, f"Wyoming beside it on {wyoming} (docs/wyoming.md)", wyoming=wyoming)
     serve(settings, loading, llm)
     return 0
@@ -384,6 +385,11 @@ def _register_wyoming(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "wyoming", help="serve Wyoming alone (Home Assistant's local TTS protocol, streamed), docs/wyoming.md"
     )
     _add_listen_flags(parser, port_default="KOE_WYOMING_PORT or 10200")
+    parser.add_argument(
+        "--uri",
+        help="where to listen, as Wyoming's own servers take it: tcp://HOST:PORT or unix:///PATH (a Unix "
+        "socket its owner and group may connect to; default: KOE_WYOMING_SOCKET, else --host and --port)",
+    )
     parser.add_argument(
         "--zeroconf",
         nargs="?",
@@ -400,18 +406,45 @@ def _run_wyoming(args: argparse.Namespace) -> int:
     import asyncio
     import dataclasses
 
-    from koe.server.wyoming import DEFAULT_PORT, serve
+    from koe.server.wyoming import DEFAULT_PORT, listen_uri, serve
 
     settings = settings_of(
-        args, host=args.host, workers=args.workers, wyoming_port=args.port, wyoming_zeroconf=args.zeroconf
+        args, workers=args.workers, wyoming_zeroconf=args.zeroconf, **_wyoming_address(args)
     )
-    if settings.wyoming_port is None:
+    if settings.wyoming_port is None and settings.wyoming_socket is None:
         settings = dataclasses.replace(settings, wyoming_port=DEFAULT_PORT)
     loading = _load_for_serving(settings)
-    wyoming = f"tcp://{settings.host}:{settings.wyoming_port}"
+    wyoming = listen_uri(settings)
     _announce(args, f"koe's Wyoming server on {wyoming}", wyoming=wyoming)
     asyncio.run(serve(settings, loading))
     return 0
+
+
+def _wyoming_address(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings ``--uri`` names (``tcp://HOST:PORT``, ``unix:///PATH``), else ``--host`` and ``--port``.
+
+    Raises:
+        ConfigError: ``--uri`` is given with ``--host`` or ``--port``, or is neither form.
+    """
+    from urllib.parse import urlsplit
+
+    from koe.errors import ConfigError
+
+    if args.uri is None:
+        return {"host": args.host, "wyoming_port": args.port}
+    if args.host is not None or args.port is not None:
+        raise ConfigError("--uri says where to listen: give it or --host and --port, not both")
+    uri = urlsplit(args.uri)
+    plain = not (uri.query or uri.fragment)
+    if uri.scheme == "unix" and plain and not uri.netloc and uri.path:
+        return {"wyoming_socket": Path(uri.path)}
+    try:
+        port = uri.port  # a port that is no number, or out of range, raises
+    except ValueError:
+        port = None
+    if uri.scheme == "tcp" and plain and uri.hostname and port is not None and uri.path in ("", "/"):
+        return {"host": uri.hostname, "wyoming_port": port}
+    raise ConfigError(f"--uri: expected tcp://HOST:PORT or unix:///PATH, got {args.uri!r}")
 
 
 # --- koe agent ----------------------------------------------------------------------------------------
@@ -451,9 +484,9 @@ def _run_agent(args: argparse.Namespace) -> int:
     from koe.errors import ConfigError
     from koe.server.origin import origin_middleware
     from koe.server.serve import uvicorn_config
-    from koe.settings import Settings
+    from koe.settings import AgentSettings, Settings
 
-    tts = args.tts or os.environ.get("KOE_TTS")
+    tts = AgentSettings.from_env(tts=args.tts).tts
     if not tts:
         raise ConfigError(
             "koe agent needs its TTS: --tts ws://host:8080, --tts sagemaker://ENDPOINT or KOE_TTS"
@@ -504,6 +537,30 @@ def _run_agent_url(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- koe settings ------------------------------------------------------------------------------------------
+
+
+def _register_settings(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("settings", help="the reference of every KOE_* variable, in Markdown")
+    parser.add_argument(
+        "--update",
+        type=Path,
+        metavar="DOC",
+        help="rewrite the reference between its marker lines in DOC (docs/operations.md), not print it",
+    )
+    parser.set_defaults(handler=_run_settings)
+
+
+def _run_settings(args: argparse.Namespace) -> int:
+    from koe.settings import reference_markdown, with_reference
+
+    if args.update is None:
+        sys.stdout.write(reference_markdown())
+    else:
+        args.update.write_text(with_reference(args.update.read_text()))
+    return 0
+
+
 # --- entry point -------------------------------------------------------------------------------------------
 
 
@@ -518,16 +575,16 @@ _REGISTRARS = (
     _register_wyoming,
     _register_agent,
     _register_agent_url,
+    _register_settings,
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="koe", description="Streaming Kokoro-82M speech for voice agents.")
-    parser.add_argument("--log-level", default=os.environ.get("KOE_LOG_LEVEL", "WARNING"))
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING... (default: KOE_LOG_LEVEL or WARNING)")
     parser.add_argument(
         "--log-format",
         choices=_LOG_FORMATS,
-        default=os.environ.get("KOE_LOG_FORMAT", "text"),
         help="text lines or one JSON object per line (default: KOE_LOG_FORMAT or text)",
     )
     parser.add_argument(
@@ -543,12 +600,18 @@ def main(argv: list[str] | None = None) -> int:
     """``koe ARGV`` (``None``: this process's own arguments)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.log_format not in _LOG_FORMATS:  # argparse checks flags, not defaults from the environment
-        parser.error(f"KOE_LOG_FORMAT: expected one of {', '.join(_LOG_FORMATS)}, got {args.log_format!r}")
+    from koe.errors import ConfigError
+    from koe.settings import ProcessSettings
+
+    try:
+        process = ProcessSettings.from_env(log_level=args.log_level, log_format=args.log_format)
+    except ConfigError as exc:
+        parser.error(exc.message)
+    args.log_format = process.log_format
     log_handler = logging.StreamHandler()
     log_handler.setFormatter(JsonFormatter() if args.log_format == "json" else TextFormatter())
     log_handler.addFilter(RedactSecrets())
-    logging.basicConfig(level=args.log_level.upper(), handlers=[log_handler])
+    logging.basicConfig(level=process.log_level, handlers=[log_handler])
     # banners and errors reach an operator whatever the level (text mode prints them with rich)
     logger.setLevel(min(logging.getLogger().level, logging.INFO))
     if args.log_format == "json":

@@ -1,165 +1,267 @@
-"""The one frozen settings object: every limit of the server, finite and named, built once.
+"""The one schema of every ``KOE_*`` environment variable: each field typed, range-checked, defaulted and
+described once, in three groups: the server's :class:`Settings`, the agent's :class:`AgentSettings`, and
+:class:`ProcessSettings`, what every command reads.
 
 Values come from the defaults below, then ``KOE_<FIELD>`` environment variables, then explicit overrides
-(the CLI's flags), and are validated together, so a bad value fails at start-up with the field's name.
+(the CLI's flags), and are validated together, so a bad value fails at start-up naming its variable
+(:mod:`koe.variables` reads them). The reference table in docs/operations.md is generated from these fields
+(:func:`reference_markdown`), so the doc cannot name a variable the code does not read, nor miss one.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+from pydantic.dataclasses import dataclass
 
 from koe.errors import ConfigError
+from koe.variables import CONFIG, Group, accepted, fields_of, require, variable
 
 #: The protocol caps one audio frame at 100 ms so that a cancel never waits behind more than that.
 MAX_FRAME_S = 0.1
-_ENV_PREFIX = "KOE_"
 #: The segment cache's ceiling: 16 GiB of float32 audio is ~2 days of speech, far past any useful working set.
 MAX_SEGMENT_CACHE_MB = 16_384
 #: A batch window is a few milliseconds; past this it would cost first audio more than batching saves.
 MAX_BATCH_WINDOW_S = 0.1
 #: A shorter API key could be guessed; 16 characters is what ``secrets.token_urlsafe(12)`` gives.
 MIN_API_KEY_CHARS = 16
+#: Linux keeps a Unix socket's path in 108 bytes, the last one a NUL.
+MAX_SOCKET_PATH_BYTES = 107
+#: The lines around the generated table in docs/operations.md (:func:`with_reference`).
+REFERENCE_START = "<!-- settings reference: generated from src/koe/settings.py by `koe settings --update` -->"
+REFERENCE_END = "<!-- end of the settings reference -->"
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+Count = Annotated[int, Field(ge=1)]
+Seconds = Annotated[float, Field(gt=0)]
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Everything the server can be told. Sizes in bytes or characters, durations in seconds."""
+@dataclass(frozen=True, config=CONFIG)
+class Settings(Group):
+    """The server (``koe serve``, ``koe wyoming``) and the engine every command loads. Sizes in bytes or
+    characters, durations in seconds."""
 
-    # loopback unless told otherwise; container images set KOE_HOST=0.0.0.0 so SageMaker reaches port 8080
-    host: str = "127.0.0.1"
-    port: int = 8080
+    host: str = Field(
+        "127.0.0.1",
+        description="address to listen on (`--host`); the container images set `0.0.0.0` so that SageMaker "
+        "reaches port 8080",
+    )
+    port: Port = Field(8080, description="HTTP port (`--port`; 0: one the system picks)")
     # engine
-    engine: str = "onnx"  # "onnx" or "torch" (the GPU image; docs/deploy.md)
-    model_dir: Path | None = None
-    download: bool = False  # fetch the fp32 model and voices from Hugging Face (needs internet)
-    workers: int = 2  # concurrent synthesis calls; 2 x 2 threads measured best here (docs/api.md)
-    threads_per_worker: int = 2  # ONNX Runtime intra-op threads of the engine
-    warmup: bool = True
-    # a start with nothing measured kept (a container's) measures this machine's costs after /ping is 200,
-    # while idle, giving way to any request; false: before the 200 (docs/operations.md, "Cold start")
-    measure_after_ready: bool = True
-    default_voice: str = "af_heart"
-    device: str | None = None  # torch engine: "cpu", "cuda", "cuda:N"; None picks CUDA when there is one
-    # an engine that shares passes (torch): whole segments of all sessions share engine calls, up to this
-    # many per call (1: every segment alone), a call waiting at most batch_window_s for more (docs/api.md)
-    batch_max_segments: int = 16
-    batch_window_s: float = 0.005
-    # streamed segments decode window by window, their audio sent in parts (docs/engine.md, "Streaming
-    # decoder"); off by default: windowed audio fails the spectral-balance quality gate
-    windowed: bool = False
-    # a streamed turn's first segment decodes in windows even so: its first audio comes after stage A and
-    # one window (~0.3 s) instead of the whole segment (docs/engine.md, "The first segment")
-    windowed_first: bool = True
+    engine: Literal["onnx", "torch"] = Field(
+        "onnx", description="backend (`--engine`): `torch` is the GPU image's ([deploy.md](deploy.md))"
+    )
+    model_dir: Path | None = Field(
+        None,
+        description="directory with one `.onnx` and voices, instead of the packaged model (`--model-dir`)",
+    )
+    download: bool = Field(
+        False, description="the fp32 model and voices from Hugging Face (`--download`; needs internet)"
+    )
+    workers: Count = Field(2, description="synthesis calls at once (`--workers`)")
+    threads_per_worker: Count = Field(
+        2, description="ONNX Runtime intra-op threads of each worker (`--threads`)"
+    )
+    measure_after_ready: bool = Field(
+        True,
+        description="a start with nothing measured kept (a container's) times this machine's costs after "
+        "`/ping` is 200, while idle, giving way to any request; false: before the 200 "
+        "([Cold start](#cold-start))",
+    )
+    default_voice: str = Field(
+        "af_heart", description="the voice of requests that name none; the one voice that must load"
+    )
+    device: str | None = Field(
+        None, description="the torch engine's device: `cpu`, `cuda`, `cuda:N`; empty: CUDA where there is one"
+    )
+    batch_max_segments: Count = Field(
+        16,
+        description="an engine that shares passes (torch): whole segments of all sessions share engine "
+        "calls, up to this many a call (1: every segment alone)",
+    )
+    batch_window_s: float = Field(
+        0.005,
+        ge=0,
+        le=MAX_BATCH_WINDOW_S,
+        description="how long a shared engine call waits for more segments ([api.md](api.md))",
+    )
+    windowed: bool = Field(
+        False,
+        description="every streamed segment decoded window by window, its audio sent in parts; off by "
+        "default: windowed audio fails the spectral-balance quality gate "
+        "([engine.md](engine.md#streaming-decoder))",
+    )
+    windowed_first: bool = Field(
+        True,
+        description="a streamed turn's first segment decoded in windows even so: its first audio comes "
+        "after one window instead of the whole segment "
+        "([engine.md](engine.md#the-first-segment-windowed-by-default))",
+    )
     # WebSocket sessions
-    max_sessions: int = 32
-    max_message_bytes: int = 64 * 1024
-    max_message_chars: int = 16_000
-    max_turn_chars: int = 100_000
-    max_session_chars: int = 1_000_000
-    max_pending_turns: int = 16  # turns of one session opened and not yet spoken to their end
-    idle_timeout_s: float = 300.0
-    max_session_s: float = 3600.0
-    frame_s: float = MAX_FRAME_S
-    audio_high_water_s: float = 10.0
-    audio_low_water_s: float = 4.0
+    max_sessions: Count = Field(
+        32,
+        description="WebSocket and Wyoming sessions at once: past it WS `error` `too_many_sessions` with "
+        "`retry_after_s`, close **1013** on connect",
+    )
+    max_message_bytes: Count = Field(
+        64 * 1024,
+        description="a WebSocket message larger than this: WS `error` `message_too_large`, close **1009**; a "
+        "frame over twice this is closed 1009 by the WebSocket layer itself, without a message",
+    )
+    max_message_chars: Count = Field(
+        16_000,
+        description="a WebSocket message's text longer than this: WS `error` `text_too_long`, close **1009**",
+    )
+    max_turn_chars: Count = Field(
+        100_000, description="a turn's text longer than this: WS `error` `turn_too_long`, close **1008**"
+    )
+    max_session_chars: Count = Field(
+        1_000_000,
+        description="a session's text longer than this: WS `error` `session_too_long`, close **1008**",
+    )
+    max_pending_turns: Count = Field(
+        16,
+        description="a new turn (an `append`, `Speak`, `flush`, AWS request) while this many of the "
+        "session's turns are still to be spoken: WS `error` `too_many_turns`, the session **stays open**, "
+        "the refused turn gets no number",
+    )
+    idle_timeout_s: Seconds = Field(
+        300.0,
+        description="WS `error` `idle_timeout`, close **1008**: nothing received and nothing sent for this "
+        "long, and no turn's audio on its way to a client that takes it",
+    )
+    max_session_s: Seconds = Field(
+        3600.0, description="a session open longer than this: WS `error` `session_expired`, close **1008**"
+    )
+    frame_s: Seconds = Field(MAX_FRAME_S, le=MAX_FRAME_S, description="audio per binary frame")
+    audio_high_water_s: Seconds = Field(
+        10.0,
+        description="a session whose unsent audio reaches this pauses its own synthesis until it drains "
+        "below the low mark",
+    )
+    audio_low_water_s: Seconds = Field(
+        4.0, description="where a paused session's synthesis resumes; below the high mark"
+    )
     # HTTP
-    max_body_bytes: int = 256 * 1024
-    max_request_chars: int = 20_000
-    request_max_age_s: float = 60.0
-    max_http_requests: int = 32
-    # slow clients (docs/operations.md): a request's head, its body, and any send that cannot progress
-    header_timeout_s: float = 10.0
-    body_timeout_s: float = 30.0
-    send_timeout_s: float = 30.0
+    max_body_bytes: Count = Field(
+        256 * 1024,
+        description="an HTTP body larger than this: **413** `body_too_large` (read no further than the "
+        "limit; the connection closes)",
+    )
+    max_request_chars: Count = Field(
+        20_000, description="an HTTP request's text longer than this: **413** `text_too_long`"
+    )
+    request_max_age_s: Seconds = Field(
+        60.0, description="a `request_timestamp` older than this: HTTP **408** `request_stale`"
+    )
+    max_http_requests: Count = Field(
+        32, description="HTTP requests at once: past it **503** `too_many_sessions` with `Retry-After`"
+    )
+    # slow clients: a request's head, its body, and any send that cannot progress
+    header_timeout_s: Seconds = Field(
+        10.0,
+        description="a request line and headers not complete this long after the connection opened or the "
+        "previous response ended: the socket is closed without an answer",
+    )
+    body_timeout_s: Seconds = Field(
+        30.0,
+        description="a body not complete this long after the route asked for it: HTTP **408** "
+        "`body_timeout`, `Connection: close` (the agent's routes: 30 s, fixed)",
+    )
+    send_timeout_s: Seconds = Field(
+        30.0,
+        description="a send that could not progress this long because the client reads nothing: the "
+        "connection is aborted and its synthesis stops",
+    )
     # scheduler
-    max_queued_jobs: int = 64
-    segments_ahead: int = 1  # segments of one turn queued or running at once
-    # segment cache (docs/operations.md): audio of segments said before, replayed bit for bit; 0 disables it
-    segment_cache_mb: float = 64.0
-    precache: str | None = None  # "builtin" or a JSON file of voice → openers, synthesized once ready
+    max_queued_jobs: Count = Field(
+        64,
+        description="a new turn or request past it: HTTP **503** / WS `error` `queue_saturated` + close "
+        "**1013**, with the queue's estimated drain time; continuations of admitted turns are never refused",
+    )
+    segments_ahead: Count = Field(1, description="segments of one turn queued or running at once")
+    segment_cache_mb: float = Field(
+        64.0,
+        ge=0,
+        le=MAX_SEGMENT_CACHE_MB,
+        description="segments said before are replayed from memory, the least recently used evicted past "
+        "this many MB; 0 turns the cache off ([Segment cache](#segment-cache))",
+    )
+    precache: str | None = Field(
+        None,
+        description="`builtin` or a JSON file of voice → openers, synthesized into the cache once `/ping` "
+        "is 200; a file that cannot be used stops the server at start",
+    )
     # lifecycle
-    shutdown_grace_s: float = 20.0  # SageMaker kills the container 30 s after SIGTERM
-    # access (docs/operations.md): no key means no auth, as on loopback and behind SageMaker's own auth
-    api_key: str | None = dataclasses.field(default=None, repr=False)
-    allow_unauthenticated: bool = False  # silences the warning for a non-loopback host without a key
-    cors_origins: tuple[str, ...] = ()  # origins whose pages may call the routes and open WebSockets; "*" any
-    allowed_hosts: tuple[str, ...] = ()  # Host names besides loopback (DNS rebinding check); "*" for any
-    # OpenAI's voice names → Kokoro voices, over koe's defaults: "alloy=af_bella,nova=bf_emma" (docs/api.md)
-    openai_voices: tuple[str, ...] = ()
-    # Wyoming (Home Assistant, docs/wyoming.md): its TCP port beside the HTTP server's, off unless set; and
-    # the name it is announced by over zeroconf (the zeroconf extra), not announced unless set
-    wyoming_port: int | None = None
-    wyoming_zeroconf: str | None = None
+    shutdown_grace_s: Seconds = Field(
+        20.0,
+        description="after SIGTERM: sessions closed **1012**, HTTP responses cancelled after this "
+        "(SageMaker kills the container 30 s after SIGTERM)",
+    )
+    # access: no key means no auth, as on loopback and behind SageMaker's own auth
+    api_key: str | None = Field(
+        None,
+        repr=False,
+        description=f"at least {MIN_API_KEY_CHARS} printable ASCII characters: HTTP **401** `unauthorized`; "
+        "WS `error` `unauthorized`, close **1008** ([Access](#access)); `koe agent` and the clients send it "
+        "to their TTS server",
+    )
+    allow_unauthenticated: bool = Field(
+        False, description="silences the warning for a non-loopback host without a key"
+    )
+    cors_origins: tuple[str, ...] = Field(
+        (),
+        description="origins (or `*`) whose pages may use the server besides its own and this machine's; a "
+        "preflight from another: **400**; a WebSocket or POST from another: **403** `forbidden_origin` "
+        "([Origin and Host](#origin-and-host))",
+    )
+    allowed_hosts: tuple[str, ...] = Field(
+        (),
+        description="`Host` names (or `*`) served besides loopback ones: **403** `forbidden_host` for any "
+        "other while listening on loopback, or on any address once set",
+    )
+    openai_voices: tuple[str, ...] = Field(
+        (),
+        description="OpenAI's voice names → Kokoro voices over koe's defaults: `alloy=af_bella,nova=bf_emma` "
+        "([api.md](api.md))",
+    )
+    # Wyoming (Home Assistant)
+    wyoming_port: Port | None = Field(
+        None,
+        description="`koe serve` also runs the [Wyoming](wyoming.md) server on this port of the host "
+        "(`koe wyoming` runs it alone, on 10200 by default); its connections hold `max_sessions` slots, "
+        "and it has no authentication ([wyoming.md](wyoming.md#access-wyoming-has-no-authentication))",
+    )
+    wyoming_socket: Path | None = Field(
+        None,
+        description=f"the Wyoming server on this Unix socket instead of a TCP port: an absolute path of at "
+        f"most {MAX_SOCKET_PATH_BYTES} bytes, the file made with mode `0660` and removed on exit; not with "
+        "a Wyoming port or zeroconf name ([wyoming.md](wyoming.md#running-it))",
+    )
+    wyoming_zeroconf: str | None = Field(
+        None,
+        description="announce the Wyoming server over zeroconf under this name (the `zeroconf` extra; TCP "
+        "only)",
+    )
 
     def __post_init__(self) -> None:
-        for name in (
-            "workers",
-            "threads_per_worker",
-            "max_sessions",
-            "max_message_bytes",
-            "max_message_chars",
-            "max_turn_chars",
-            "max_session_chars",
-            "max_pending_turns",
-            "max_body_bytes",
-            "max_request_chars",
-            "max_http_requests",
-            "max_queued_jobs",
-            "segments_ahead",
-            "batch_max_segments",
-        ):
-            _require(name, getattr(self, name) >= 1, "an integer >= 1")
-        for name in (
-            "idle_timeout_s",
-            "max_session_s",
-            "frame_s",
-            "audio_high_water_s",
-            "audio_low_water_s",
-            "request_max_age_s",
-            "shutdown_grace_s",
-            "header_timeout_s",
-            "body_timeout_s",
-            "send_timeout_s",
-        ):
-            value = getattr(self, name)
-            _require(name, math.isfinite(value) and value > 0, "a finite number > 0")
-        _require(
-            "segment_cache_mb",
-            math.isfinite(self.segment_cache_mb) and 0 <= self.segment_cache_mb <= MAX_SEGMENT_CACHE_MB,
-            f"a number of megabytes from 0 to {MAX_SEGMENT_CACHE_MB}",
-        )
-        _require(
-            "batch_window_s",
-            math.isfinite(self.batch_window_s) and 0 <= self.batch_window_s <= MAX_BATCH_WINDOW_S,
-            f"seconds in [0, {MAX_BATCH_WINDOW_S}]",
-        )
-        _require("port", 0 <= self.port <= 65535, "a port number in [0, 65535]")
-        _require(
-            "wyoming_port",
-            self.wyoming_port is None or 0 <= self.wyoming_port <= 65535,
-            "a port number in [0, 65535]",
-        )
-        _require("engine", self.engine in ("onnx", "torch"), "'onnx' or 'torch'")
-        _require("frame_s", self.frame_s <= MAX_FRAME_S, f"at most {MAX_FRAME_S} s")
-        _require(
+        """The checks that span fields or read a value's content (pydantic checked each field's range)."""
+        require(
             "audio_low_water_s",
             self.audio_low_water_s < self.audio_high_water_s,
             f"below audio_high_water_s ({self.audio_high_water_s})",
         )
         if self.api_key is not None:
             key = self.api_key
-            _require(
+            require(
                 "api_key",
                 len(key) >= MIN_API_KEY_CHARS and key.isascii() and key.isprintable() and " " not in key,
                 f"at least {MIN_API_KEY_CHARS} printable ASCII characters without spaces",
             )
-        _require(
+        require(
             "openai_voices",
             all(
                 name.strip() and voice.strip()
@@ -167,64 +269,118 @@ class Settings:
             ),
             "NAME=VOICE pairs such as alloy=af_bella",
         )
-        _require(
+        require(
             "cors_origins",
             all(o == "*" or o.startswith(("http://", "https://")) for o in self.cors_origins),
             "'*' or origins such as https://app.example.com",
         )
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Build settings from ``KOE_*`` variables, then ``overrides`` (``None`` values are ignored).
-
-        Raises:
-            ConfigError: a variable or override has the wrong type or is out of range; names the field.
-        """
-        environ = os.environ if environ is None else environ
-        hints = get_type_hints(cls)
-        values: dict[str, Any] = {}
-        for field in fields(cls):
-            raw = environ.get(_ENV_PREFIX + field.name.upper())
-            if raw is not None:
-                values[field.name] = _convert(field.name, raw, hints[field.name])
-        unknown = set(overrides) - {field.name for field in fields(cls)}
-        if unknown:
-            raise ConfigError(f"unknown settings: {sorted(unknown)}", code="invalid_field")
-        values.update({name: value for name, value in overrides.items() if value is not None})
-        return cls(**values)
+        if self.wyoming_socket is not None:
+            socket_path = self.wyoming_socket
+            require(
+                "wyoming_socket",
+                socket_path.is_absolute() and len(os.fsencode(socket_path)) <= MAX_SOCKET_PATH_BYTES,
+                f"an absolute path of at most {MAX_SOCKET_PATH_BYTES} bytes",
+            )
+            require(
+                "wyoming_socket",
+                self.wyoming_port is None,
+                "unset while wyoming_port is set: Wyoming listens on one or the other",
+            )
+            require(
+                "wyoming_socket",
+                self.wyoming_zeroconf is None,
+                "unset while wyoming_zeroconf is set: zeroconf announces a TCP port",
+            )
 
 
-def _require(name: str, ok: bool, expected: str) -> None:
-    if not ok:
-        raise ConfigError(f"setting {name}: expected {expected}", code="invalid_field")
+@dataclass(frozen=True, config=CONFIG)
+class AgentSettings(Group):
+    """The voice agent (``koe serve``'s page, ``koe agent``): its LLM (docs/agent.md) and, for ``koe
+    agent``, its TTS server."""
+
+    llm: Literal["auto", "openai", "bedrock", "local", "none"] = Field(
+        "auto",
+        description="the LLM (`--llm`); `auto`: OpenAI-compatible when a base URL or an API key is set, else "
+        "the local model when the `local-llm` extra is installed, else none (the page's read-aloud mode)",
+    )
+    llm_model: str | None = Field(
+        None, description="the model name, or the Bedrock model id, which `bedrock` needs (`--model`)"
+    )
+    llm_base_url: str | None = Field(None, description="an OpenAI-compatible API's root (`--base-url`)")
+    llm_api_key: str | None = Field(None, repr=False, description="the OpenAI-compatible API's key")
+    llm_region: str | None = Field(
+        None, description="Bedrock's region (`--region`); empty: boto3's own configuration"
+    )
+    llm_max_tokens: Count | None = Field(None, description="an answer's length limit (`--max-tokens`)")
+    tts: str | None = Field(
+        None,
+        description="`koe agent`'s TTS (`--tts`): `ws://host:8080` (a koe server) or "
+        "`sagemaker://ENDPOINT?region=…`",
+    )
 
 
-def _convert(name: str, raw: str, hint: Any) -> Any:
-    """Turn one environment string into the field's type; ``hint`` is the resolved annotation."""
-    try:
-        if hint is bool:
-            lowered = raw.strip().lower()
-            if lowered not in {"1", "0", "true", "false", "yes", "no"}:
-                raise ValueError(raw)
-            return lowered in {"1", "true", "yes"}
-        if hint is int:
-            return int(raw)
-        if hint == int | None:
-            return int(raw) if raw else None
-        if hint is float:
-            value = float(raw)
-            if not math.isfinite(value):
-                raise ValueError(raw)
-            return value
-        if hint == Path | None:
-            return Path(raw) if raw else None
-        if hint == str | None:
-            return raw or None
-        if hint == tuple[str, ...]:
-            return tuple(item.strip() for item in raw.split(",") if item.strip())
-        return raw
-    except ValueError as exc:
-        raise ConfigError(
-            f"{_ENV_PREFIX}{name.upper()}: expected {getattr(hint, '__name__', hint)}, got {raw!r}",
-            code="invalid_field",
-        ) from exc
+@dataclass(frozen=True, config=CONFIG)
+class ProcessSettings(Group):
+    """Every command: its logs and koe's cache."""
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
+        "WARNING", description="the log level (`--log-level`)"
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text lines, or one JSON object per line (`--log-format`, `--log-json`)"
+    )
+    cache_dir: Path | None = Field(
+        None,
+        description="koe's cache (verdicts, optimized graphs, calibrations, measured costs); empty: the "
+        "platform's user cache directory",
+    )
+
+
+#: Every group with its title in the reference, in the reference's order.
+GROUPS: tuple[tuple[str, type[Group]], ...] = (
+    ("The server and the engine (`koe.settings.Settings`)", Settings),
+    ("The voice agent (`koe.settings.AgentSettings`)", AgentSettings),
+    ("Every command (`koe.settings.ProcessSettings`)", ProcessSettings),
+)
+
+
+def reference_markdown() -> str:
+    """The reference of every ``KOE_*`` variable: one Markdown table a group, one row a field."""
+    lines: list[str] = []
+    for title, group in GROUPS:
+        lines += [
+            "",
+            f"**{title}**",
+            "",
+            "| Variable | Accepts | Default | What it sets |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{variable(name)}` | {accepted(info)} | {_default(info.default)} | {info.description} |"
+            for name, info in fields_of(group).items()
+        ]
+    return "\n".join(lines[1:]) + "\n"
+
+
+def with_reference(doc: str) -> str:
+    """``doc`` with :func:`reference_markdown` between its :data:`REFERENCE_START` and :data:`REFERENCE_END`
+    lines.
+
+    Raises:
+        ConfigError: ``doc`` lacks either line, or has them out of order.
+    """
+    start, end = doc.find(REFERENCE_START + "\n"), doc.find(REFERENCE_END)
+    if start < 0 or end < start:
+        raise ConfigError(f"expected the lines {REFERENCE_START!r} and then {REFERENCE_END!r}")
+    before = doc[: start + len(REFERENCE_START) + 1]
+    return f"{before}\n{reference_markdown()}\n{doc[end:]}"
+
+
+def _default(value: Any) -> str:
+    if value is None or value == ():
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return f"`{value}`" if isinstance(value, str) else str(value)

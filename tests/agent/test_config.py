@@ -45,3 +45,10 @@ def test_none_says_how_to_enable_an_llm() -> None:
     with pytest.raises(ConfigError, match=r"make extra EXTRA=local-llm") as caught:
         LLMConfig("none").build()
     assert caught.value.code == "no_llm"
+
+
+def test_the_description_never_shows_credentials_in_the_llm_url() -> None:
+    url = "https://user:s3cret@llm.example.com:8443/v1?api_key=k3y#frag"
+    described = LLMConfig("openai", model="m", base_url=url).describe()
+    assert "llm.example.com:8443/v1" in described
+    assert not any(secret in described for secret in ("user", "s3cret", "k3y", "frag"))

@@ -33,7 +33,7 @@ def test_the_ladder_runs_on_cpu_in_both_modes_and_writes_its_results(
     torch_speech: Speech, tmp_path: Path
 ) -> None:
     config = GpuBenchConfig(tmp_path, "cpu", ladder=(1,), rounds=1, answer=ANSWER, batch_sizes=(1, 2))
-    settings = Settings(port=0, engine="torch", device="cpu", warmup=False, batch_max_segments=64)
+    settings = Settings(port=0, engine="torch", device="cpu", batch_max_segments=64)
     report = run(config, torch_speech, settings, "koe bench --engine torch --device cpu")
     batched, unbatched = report["modes"]["batched"], report["modes"]["unbatched"]
     assert (batched["batch_max_segments"], unbatched["batch_max_segments"]) == (64, 1)

@@ -14,7 +14,6 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from koe.app import create_app
 from koe.engine.timing import WordSpan
 from koe.errors import AssetError
 from koe.g2p.registry import G2PRegistry
@@ -23,6 +22,7 @@ from koe.pipeline.speech import Speech
 from koe.settings import Settings
 from live_server import LOOPBACK, LiveServer, run_server
 from support.fake import FakeEngine, FakeG2P, fake_voices
+from support.warm import warm_app
 from ws_events import audio, messages, of_type, receive, run, send, until
 
 #: A language whose G2P this server "lacks" (its dependency is not installed).
@@ -76,8 +76,8 @@ def server(heard: Heard) -> Iterator[LiveServer]:
     registry = PartlyInstalled.of(g2p)
     speech = Speech(FakeEngine(), fake_voices(), registry)
     # no segment cache: a text said again would be replayed, and these tests count which G2P reads each one
-    settings = Settings(host=LOOPBACK, port=0, warmup=False, segment_cache_mb=0)
-    with run_server(create_app(settings, speech), settings) as live:
+    settings = Settings(host=LOOPBACK, port=0, segment_cache_mb=0)
+    with run_server(warm_app(settings, speech), settings) as live:
         yield live
 
 

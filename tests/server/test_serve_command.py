@@ -28,7 +28,7 @@ def test_sigterm_closes_sessions_with_1012_and_exits_cleanly_in_time(tmp_path: P
     probe = loopback_socket()
     port = probe.getsockname()[1]
     probe.close()
-    env = {**os.environ, "KOE_WARMUP": "false", "KOE_THREADS_PER_WORKER": "2"}
+    env = {**os.environ, "KOE_THREADS_PER_WORKER": "2"}
     log = (tmp_path / "serve.log").open("w")
     server = subprocess.Popen(
         [

@@ -32,6 +32,7 @@ from live_checks import (
 )
 from live_server import LOOPBACK, LiveServer, ServerFactory, loopback_socket, run_server
 from support.fake import FakeEngine, FakeG2P, fake_seconds, fake_voices
+from support.warm import warm_app
 from ws_events import WAIT_S, audio, messages, of_type, receive, run, send, until
 
 
@@ -339,8 +340,8 @@ def test_a_voice_that_failed_to_load_is_named_on_ping_and_the_others_are_served(
     bank = fake_voices()
     tables = {name: bank.resolve(name) for name in bank.names() if name != "af_sky"}
     speech = Speech(FakeEngine(), VoiceBank(tables, ["af_sky"]), {lang: FakeG2P(lang) for lang in LANGS})
-    settings = Settings(host=LOOPBACK, port=0, warmup=False)
-    with run_server(create_app(settings, speech), settings) as live:
+    settings = Settings(host=LOOPBACK, port=0)
+    with run_server(warm_app(settings, speech), settings) as live:
         ping = httpx.get(live.http_url + "/ping")
         assert ping.json() == {"status": "ready", "unavailable_voices": ["af_sky"]}
         refused = httpx.post(live.http_url + "/invocations", json={"text": "Hi.", "voice": "af_sky"})

@@ -8,12 +8,12 @@ import asyncio
 import numpy as np
 from websockets.asyncio.client import connect
 
-from koe.app import create_app
 from koe.pipeline.speech import Speech
 from koe.settings import Settings
 from live_checks import metric
 from live_server import LOOPBACK, run_server
 from support import Transcriber, word_error_rate
+from support.warm import warm_app
 from ws_events import Event, audio, messages, of_type, run, send, until
 
 SENTENCES = ("Good morning to you.", "The blue car is ready.", "Please close the door.", "We leave at noon.")
@@ -31,8 +31,8 @@ async def _turn(url: str, text: str) -> list[Event]:
 def test_four_sessions_share_engine_calls_and_each_hears_its_own_sentence(
     torch_speech: Speech, transcribe: Transcriber
 ) -> None:
-    settings = Settings(host=LOOPBACK, port=0, engine="torch", warmup=False, workers=2)
-    with run_server(create_app(settings, torch_speech), settings) as live:
+    settings = Settings(host=LOOPBACK, port=0, engine="torch", workers=2)
+    with run_server(warm_app(settings, torch_speech), settings) as live:
 
         async def main() -> list[list[Event]]:
             return await asyncio.gather(*(_turn(live.ws_url, text) for text in SENTENCES))

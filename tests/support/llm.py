@@ -20,10 +20,10 @@ from starlette.routing import Route
 
 from koe.agent.config import LLMConfig
 from koe.agent.replay import tokenize
-from koe.app import create_app
 from koe.settings import Settings
 from live_server import LOOPBACK, LiveServer, run_server
 from support.fake import FakeEngine, fake_speech
+from support.warm import warm_app
 from ws_events import WAIT_S
 
 MODEL = "held"
@@ -79,8 +79,8 @@ class HeldLLM:
 @contextmanager
 def serve_agent(llm: LLMConfig, engine: FakeEngine | None = None) -> Iterator[LiveServer]:
     """``koe serve``'s app on the fake engine with ``llm`` as the agent's LLM, ready."""
-    settings = Settings(host=LOOPBACK, port=0, warmup=False)
-    with run_server(create_app(settings, fake_speech(engine), llm), settings) as live:
+    settings = Settings(host=LOOPBACK, port=0)
+    with run_server(warm_app(settings, fake_speech(engine), llm), settings) as live:
         yield live
 
 

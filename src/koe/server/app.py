@@ -26,7 +26,7 @@ from koe.server.protocol import parse_query
 from koe.server.request_id import RequestIdMiddleware
 from koe.server.runtime import Runtime
 from koe.server.session import SOCKET_GONE, Session
-from koe.server.wyoming import WyomingServer
+from koe.server.wyoming import WyomingServer, listen_uri
 from koe.wire.errors import WS_INTERNAL_ERROR, error_body, route_of
 from koe.wire.messages import Error, encode
 
@@ -129,14 +129,15 @@ def create_server_app(
 
     With ``api_key`` set every other route needs the key; with ``cors_origins`` set, pages of those
     origins may call the HTTP routes (:mod:`koe.server.access`). Pages of other sites and foreign Host
-    names are refused first (:mod:`koe.server.origin`). With ``wyoming_port`` set, the Wyoming server
-    (:mod:`koe.server.wyoming`, ``app.state.wyoming``) runs beside the routes, on the same runtime.
+    names are refused first (:mod:`koe.server.origin`). With ``wyoming_port`` or ``wyoming_socket`` set,
+    the Wyoming server (:mod:`koe.server.wyoming`, ``app.state.wyoming``) runs beside the routes, on the
+    same runtime.
     """
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         runtime.start()
-        wyoming = WyomingServer(runtime) if runtime.settings.wyoming_port is not None else None
+        wyoming = WyomingServer(runtime) if listen_uri(runtime.settings) is not None else None
         app.state.wyoming = wyoming
         try:
             if wyoming is not None:

@@ -60,12 +60,12 @@ def load_in_background(settings: Settings) -> Future[Speech]:
     return loading
 
 
-def load_proven(settings: Settings) -> Speech:
+def load_proven(settings: Settings, *, prove: bool = True) -> Speech:
     """The model of ``settings``, its engine's part of the warm-up proven while the G2P was being built
-    (:func:`koe.server.warmup.prove_engine`), if the settings warm it up."""
+    (:func:`koe.server.warmup.prove_engine`) unless ``prove`` is false."""
     proof = partial(prove_engine, voice=settings.default_voice)
     return Speech.load(
-        SpeechOptions.from_settings(settings, warmup=False), beside_g2p=proof if settings.warmup else None
+        SpeechOptions.from_settings(settings, warmup=False), beside_g2p=proof if prove else None
     )
 
 
@@ -73,13 +73,21 @@ class Runtime:
     """Server-wide state, created by ``create_app`` and started by its lifespan."""
 
     def __init__(
-        self, settings: Settings, speech: Speech | None = None, loading: Future[Speech] | None = None
+        self,
+        settings: Settings,
+        speech: Speech | None = None,
+        loading: Future[Speech] | None = None,
+        *,
+        cost: SegmentCost | None = None,
     ) -> None:
         """``speech``: a model loaded elsewhere (tests, benchmarks); ``loading``: the model of ``settings``,
         already loading (:func:`load_in_background`); neither: it is loaded when the server starts.
+        ``cost``: the segment costs to plan with where the caller knows them (tests sharing one warm
+        model): the model is then neither proven nor measured before ``/ping`` is 200.
 
         Raises ``ConfigError`` for a ``KOE_PRECACHE`` file that cannot be used."""
         self.settings = settings
+        self._known_cost = cost
         self.openai_voices = openai_voices(settings.openai_voices)  # a bad setting stops the start here
         self.cache = SegmentCache.of_megabytes(settings.segment_cache_mb)
         self.metrics = Metrics(lambda: self.scheduler.stats, lambda: self.cache.stats)
@@ -159,13 +167,13 @@ class Runtime:
         elif self._preloading is not None:
             speech = self._preloading.result()
         else:
-            speech = load_proven(self.settings)
+            speech = load_proven(self.settings, prove=self._known_cost is None)
         if self.settings.windowed and not speech.engine.capabilities.windowed:
             logger.warning(
                 "windowed decoding: the %s engine cannot window; segments decode whole", speech.engine.name
             )
-        cost = self._warm_up(speech) if self.settings.warmup else SegmentCost()
-        self.metrics.costs_measured.set(self.settings.warmup and self._measure_after is None)
+        cost = self._warm_up(speech) if self._known_cost is None else self._known_cost
+        self.metrics.costs_measured.set(self._known_cost is None and self._measure_after is None)
         logger.info(
             "ready in %.1f s (%s): %s", time.perf_counter() - started, speech.engine.description, cost
         )

@@ -1,7 +1,8 @@
-"""The Wyoming transport: a TCP server for Home Assistant and its satellites, speaking through the same
-pipeline as every other transport (docs/wyoming.md). The events are :mod:`koe.wire.wyoming`'s; each
-connection is a :class:`~koe.server.wyoming_session.WyomingSession`, holding one of the runtime's session
-slots (``max_sessions``, shared with the WebSocket sessions) while it is open.
+"""The Wyoming transport: a server for Home Assistant and its satellites, on TCP or a Unix socket, speaking
+through the same pipeline as every other transport (docs/wyoming.md). The events are
+:mod:`koe.wire.wyoming`'s; each connection is a :class:`~koe.server.wyoming_session.WyomingSession`,
+holding one of the runtime's session slots (``max_sessions``, shared with the WebSocket sessions) while it
+is open.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 import signal
 from concurrent.futures import Future
 from contextlib import suppress
+from pathlib import Path
 
 from koe.errors import ConfigError, KoeError
 from koe.logs import log_refusal
@@ -19,6 +21,7 @@ from koe.server.discovery import Announcement
 from koe.server.origin import is_loopback
 from koe.server.runtime import Runtime
 from koe.server.session import CLOSE_GRACE_S
+from koe.server.socket_file import SocketFile
 from koe.server.wyoming_session import TRANSPORT, WyomingSession
 from koe.settings import Settings
 from koe.wire.wyoming import Error, encode
@@ -29,26 +32,44 @@ logger = logging.getLogger(__name__)
 DEFAULT_PORT = 10200
 
 
+def listen_uri(settings: Settings) -> str | None:
+    """Where the Wyoming server of ``settings`` listens, written as Wyoming's own servers take it
+    (``unix:///PATH`` or ``tcp://HOST:PORT``); None when neither ``wyoming_socket`` nor ``wyoming_port``
+    is set."""
+    if settings.wyoming_socket is not None:
+        return f"unix://{settings.wyoming_socket}"
+    if settings.wyoming_port is None:
+        return None
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"tcp://{host}:{settings.wyoming_port}"
+
+
 class WyomingServer:
-    """The Wyoming TCP server of ``runtime``, on ``settings.host`` and ``settings.wyoming_port``; announced
-    over zeroconf when ``settings.wyoming_zeroconf`` names it."""
+    """The Wyoming server of ``runtime``: on the Unix socket ``settings.wyoming_socket`` when set, else on
+    TCP at ``settings.host`` and ``settings.wyoming_port``, announced over zeroconf when
+    ``settings.wyoming_zeroconf`` names it (the settings allow zeroconf with TCP only)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._settings = runtime.settings
         self._server: asyncio.Server | None = None
+        self._socket_file: SocketFile | None = None
         self._sessions: dict[asyncio.Task[None], WyomingSession | None] = {}
         self._announcement: Announcement | None = None
-        self.port = 0  # the port it listens on, once started
+        self.port = 0  # the TCP port it listens on, once started (0 on a Unix socket)
 
     async def start(self) -> None:
         """Listen, and announce when asked.
 
         Raises:
-            ConfigError: the address cannot be listened on (taken, not this machine's), or the zeroconf
-                name or extra is missing.
+            ConfigError: the address cannot be listened on (taken, not this machine's; a socket path
+                where another server listens or a file that is no socket is), or the zeroconf name or
+                extra is missing.
         """
         settings = self._settings
+        if settings.wyoming_socket is not None:
+            await self._listen_unix(settings.wyoming_socket)
+            return
         port = DEFAULT_PORT if settings.wyoming_port is None else settings.wyoming_port
         try:
             self._server = await asyncio.start_server(self._connected, settings.host, port)
@@ -66,6 +87,19 @@ class WyomingServer:
             )  # fmt: skip
         if settings.wyoming_zeroconf is not None:
             self._announcement = await Announcement.start(settings.wyoming_zeroconf, settings.host, self.port)
+
+    async def _listen_unix(self, path: Path) -> None:
+        """Listen on a socket file at ``path`` that only its owner and group may connect to (Wyoming has
+        no authentication: the file's mode is its access control)."""
+        socket_file = SocketFile(path)
+        try:
+            self._server = await asyncio.start_unix_server(self._connected, sock=socket_file.socket)
+        except OSError as exc:
+            socket_file.socket.close()
+            socket_file.remove()
+            raise ConfigError(f"wyoming: cannot listen on the Unix socket {path}: {exc.strerror}") from exc
+        self._socket_file = socket_file
+        logger.info("wyoming: listening on the Unix socket %s", path)
 
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -98,6 +132,9 @@ class WyomingServer:
             return
         self._server.close()
         self._server = None
+        if self._socket_file is not None:  # no new client finds it; those connected keep their sockets
+            self._socket_file.remove()
+            self._socket_file = None
         sessions = [session for session in self._sessions.values() if session is not None]
         for session in sessions:
             session.drain()
