@@ -10,10 +10,12 @@ import pytest
 from starlette.applications import Starlette
 
 from koe.g2p.chunk import G2P_CHUNK_CHARS
-from koe.server.connections import MAX_FRAGMENTS_PER_MESSAGE
+from koe.languages import CODES
+from koe.server.connections import BYTES_PER_TURN, MAX_FRAGMENTS_PER_MESSAGE
 from koe.server.serve import uvicorn_config
 from koe.settings import Settings
-from koe.text.digits import DIGIT_GROUP, MAX_NUMBER_DIGITS
+from koe.text.digits import DIGIT_GROUP, ENGLISH_MAX_DIGITS, MAX_NUMBER_DIGITS
+from koe.text.languages.lookup import rules_for
 from koe.wire.fields import MAX_REQUEST_ID_CHARS
 
 OPERATIONS = Path(__file__).parents[1] / "docs" / "operations.md"
@@ -35,17 +37,35 @@ def figure(doc: str, pattern: str) -> int:
     ("pattern", "constant"),
     [
         (r"at most ([\d,]+) fragments \(`MAX_FRAGMENTS_PER_MESSAGE`", MAX_FRAGMENTS_PER_MESSAGE),
-        (r"more than ([\d,]+) digits \(`MAX_NUMBER_DIGITS`\)", MAX_NUMBER_DIGITS),
+        (r"more than ([\d,]+) digits in English \(`ENGLISH_MAX_DIGITS`\)", ENGLISH_MAX_DIGITS),
+        (r"more than ([\d,]+) in the other languages \(`MAX_NUMBER_DIGITS`\)", MAX_NUMBER_DIGITS),
         (r"([\d,]+) digits a group \(`DIGIT_GROUP`\)", DIGIT_GROUP),
         (r"`G2P_CHUNK_CHARS` \(([\d,]+) English characters\)", G2P_CHUNK_CHARS),
         (r"at most ([\d,]+) characters \(`MAX_REQUEST_ID_CHARS`", MAX_REQUEST_ID_CHARS),
+        (r"at most ([\d,]+) KiB per turn of the event loop \(`BYTES_PER_TURN`", BYTES_PER_TURN // KIB),
     ],
-    ids=["fragments", "number-digits", "digit-group", "g2p-chunk", "request-id"],
+    ids=[
+        "fragments",
+        "english-number-digits",
+        "number-digits",
+        "digit-group",
+        "g2p-chunk",
+        "request-id",
+        "bytes-per-turn",
+    ],
 )
 def test_each_documented_bound_is_the_constant_the_code_enforces(
     doc: str, pattern: str, constant: int
 ) -> None:
     assert figure(doc, pattern) == constant
+
+
+def test_the_documented_number_lengths_are_those_each_language_reads_by() -> None:
+    """The doc names two constants; each language's digit reading is one of them, as the doc says."""
+    for lang in CODES:
+        english = lang.startswith("en")
+        expected = ENGLISH_MAX_DIGITS if english else MAX_NUMBER_DIGITS
+        assert rules_for(lang).digits.max_digits == expected, lang
 
 
 def test_the_documented_websocket_layer_limit_and_compression_are_uvicorns_settings(doc: str) -> None:

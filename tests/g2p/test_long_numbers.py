@@ -1,5 +1,6 @@
 """Numbers no G2P of koe's cannot read or reads in superlinear time: Mandarin decimals read one by one
-(all of them), a Mandarin whole part past cn2an's reach, Japanese romanized in work linear in the text."""
+(all of them), a Mandarin whole part past cn2an's reach, Japanese romanized in work linear in the text,
+English numbers in words up to the normalizer's ceiling, a Japanese zero."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 from koe.g2p.registry import G2PRegistry
+from koe.text.languages.lookup import rules_for
 
 pytest.importorskip("cn2an", reason="the Mandarin G2P is not installed")
 pytest.importorskip("pyopenjtalk", reason="the Japanese G2P is not installed")
@@ -78,3 +80,25 @@ def test_japanese_romanizing_does_work_linear_in_the_text(
         return lookups
 
     assert work(16) <= 16 * 1.1 * work(1)
+
+
+def test_english_numbers_are_words_up_to_the_hundreds_of_trillions_and_a_code_past_them(
+    registry: G2PRegistry,
+) -> None:
+    """misaki reads them with num2words; the normalizer leaves 15 digits to it and reads 16 one by one."""
+    g2p, rules = registry.get("en-us"), rules_for("en-us")
+    trillion = g2p.phonemize("trillion")
+    for written in ("$34,000,000,000,000", "999,999,999,999,999"):
+        assert trillion in g2p.phonemize(rules.normalize(written).spoken)
+    code = g2p.phonemize(rules.normalize("9999999999999999").spoken)
+    assert code == g2p.phonemize("9 9 9 9, 9 9 9 9, 9 9 9 9, 9 9 9 9")
+
+
+@pytest.mark.parametrize(
+    ("written", "said"), [("0", "ゼロ"), ("0.5", "〇点五"), ("10.05", "十点〇五"), ("0円", "ゼロ円")]
+)
+def test_japanese_zero_is_read_alone_and_in_decimals(registry: G2PRegistry, written: str, said: str) -> None:
+    """OpenJTalk leaves a zero it reads alone as the digit ０, which misaki's romanizer once refused."""
+    g2p = registry.get("ja")
+    phonemes, spans = g2p.phonemize_words(rules_for("ja").normalize(written).spoken)
+    assert phonemes == g2p.phonemize(said) and spans

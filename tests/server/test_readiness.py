@@ -30,6 +30,7 @@ from live_checks import close_code, metric, wait_for
 from live_server import LOOPBACK, ServerFactory, run_server
 from support.fake import FakeEngine, fake_speech
 from support.fake_serve import fake_serve_process
+from support.warm import warm_app
 from ws_events import WAIT_S, of_type, receive, run, send, until
 
 #: What uvicorn is given to drain in; the process must be gone well within it.
@@ -43,7 +44,7 @@ def test_ping_is_503_not_ready_while_the_model_loads_then_200() -> None:
     """The warm-up's first synthesis is held: the load is observably in progress while /ping answers."""
     loading = threading.Event()
     engine = FakeEngine(gate=loading)
-    settings = Settings(host=LOOPBACK, port=0, warmup=True)
+    settings = Settings(host=LOOPBACK, port=0)
     with run_server(create_app(settings, fake_speech(engine)), settings, wait_ready=False) as live:
         wait_for(lambda: engine.calls > 0, "the warm-up to reach the engine")
         ping = httpx.get(live.http_url + "/ping")
@@ -64,8 +65,8 @@ def test_ping_is_503_not_ready_while_the_model_loads_then_200() -> None:
 def test_a_model_already_loading_when_the_server_starts_is_the_one_it_serves() -> None:
     """``koe serve`` starts loading before it imports the web stack; the server waits for that load."""
     loading: Future[Speech] = Future()
-    settings = Settings(host=LOOPBACK, port=0, warmup=False)
-    with run_server(create_app(settings, loading=loading), settings, wait_ready=False) as live:
+    settings = Settings(host=LOOPBACK, port=0)
+    with run_server(warm_app(settings, loading=loading), settings, wait_ready=False) as live:
         assert httpx.get(live.http_url + "/ping").json()["status"] == "loading"
         loading.set_result(fake_speech())
         wait_for(lambda: httpx.get(live.http_url + "/ping").status_code == 200, "the load to finish")
@@ -82,7 +83,7 @@ def test_a_first_start_is_ready_once_proven_then_measures_its_costs_while_idle_a
     engine = FakeEngine(gate=held)  # every decode waits: readiness must need none
     loading: Future[Speech] = Future()
     loading.set_result(fake_speech(engine))
-    settings = Settings(host=LOOPBACK, port=0, warmup=True)
+    settings = Settings(host=LOOPBACK, port=0)
     with run_server(create_app(settings, loading=loading), settings) as live:
         assert metric(live, "koe_costs_measured") == 0  # speaking from the defaults
         wait_for(lambda: engine.calls == 1, "the first timed utterance, after readiness")
@@ -103,14 +104,14 @@ def test_a_first_start_told_to_measure_before_ready_has_measured_when_ping_turns
     engine = FakeEngine()
     loading: Future[Speech] = Future()
     loading.set_result(fake_speech(engine))
-    settings = Settings(host=LOOPBACK, port=0, warmup=True, measure_after_ready=False)
+    settings = Settings(host=LOOPBACK, port=0, measure_after_ready=False)
     with run_server(create_app(settings, loading=loading), settings) as live:
         assert metric(live, "koe_costs_measured") == 1
         assert engine.worked == [fake_speech().phonemize(text)[0] for text in TIMED]
 
 
 def test_a_load_started_before_the_server_that_fails_is_reported_by_ping(tmp_path: Path) -> None:
-    settings = Settings(host=LOOPBACK, port=0, warmup=False, model_dir=tmp_path / "no such model")
+    settings = Settings(host=LOOPBACK, port=0, model_dir=tmp_path / "no such model")
     loading = load_in_background(settings)
     assert isinstance(loading.exception(timeout=WAIT_S), AssetError)
     with run_server(create_app(settings, loading=loading), settings, wait_ready=False) as live:

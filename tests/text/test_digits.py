@@ -1,5 +1,5 @@
-"""A number too long to be a quantity is read digit by digit, in groups, in every language, whatever the
-language's rules made of it; one at the ceiling is left to the G2P."""
+"""A number longer than its language's G2P reads as a number is read digit by digit, in groups, whatever
+the language's rules made of it; one at the language's ceiling is left to the G2P."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from koe.languages import CODES
-from koe.text.digits import DIGIT_GROUP, ENGLISH_DIGITS, MAX_NUMBER_DIGITS, long_numbers
+from koe.text.digits import DIGIT_GROUP, ENGLISH_DIGITS, long_numbers
 from koe.text.languages.lookup import rules_for
 from koe.text.normalize import normalize
 
@@ -34,8 +34,21 @@ def test_a_number_past_the_ceiling_is_read_digit_by_digit_in_every_language(lang
 @pytest.mark.parametrize("lang", CODES)
 def test_a_number_at_the_ceiling_is_left_to_the_g2p(lang: str) -> None:
     """The control: the G2P reads numbers up to the ceiling as numbers."""
-    number = "9" * MAX_NUMBER_DIGITS
+    number = "9" * rules_for(lang).digits.max_digits
     assert number in rules_for(lang).normalize(f"It is {number} ok.").spoken
+
+
+@pytest.mark.parametrize(
+    ("lang", "spoken"),
+    [
+        ("en-us", "It costs $34,000,000,000,000."),
+        ("ja", "It costs 三四〇〇、〇〇〇〇、〇〇〇〇、〇〇ドル."),
+    ],
+)
+def test_fourteen_digits_are_a_number_in_english_and_a_code_in_japanese(lang: str, spoken: str) -> None:
+    """misaki reads English numbers as words up to the hundreds of trillions; OpenJTalk stops at the
+    hundreds of billions."""
+    assert rules_for(lang).normalize("It costs $34,000,000,000,000.").spoken == spoken
 
 
 @pytest.mark.parametrize(
@@ -55,7 +68,8 @@ def test_long_decimals_keep_the_whole_number_and_are_said_after_the_language_s_p
 
 
 def test_a_long_number_with_thousands_commas_is_read_without_them() -> None:
-    assert normalize("It is 1,234,567,890,123 now").spoken == "It is 1 2 3 4, 5 6 7 8, 9 0 1 2, 3 now"
+    spoken = normalize("It is 1,234,567,890,123,456 now").spoken
+    assert spoken == "It is 1 2 3 4, 5 6 7 8, 9 0 1 2, 3 4 5 6 now"
 
 
 def test_each_group_points_back_at_its_own_digits() -> None:
@@ -84,7 +98,7 @@ _TEXT = st.text(alphabet=st.sampled_from("0123456789 .,$€¥:-/%年元x"), max_
 @given(_TEXT, st.sampled_from(CODES))
 def test_no_spoken_number_passes_the_ceiling_and_the_alignment_stays_monotone(text: str, lang: str) -> None:
     normalized = rules_for(lang).normalize(text)
-    assert all(len(run) <= MAX_NUMBER_DIGITS for run in _RUN.findall(normalized.spoken))
+    assert all(len(run) <= rules_for(lang).digits.max_digits for run in _RUN.findall(normalized.spoken))
     starts, ends = normalized.alignment.starts, normalized.alignment.ends
     assert list(starts) == sorted(starts) and list(ends) == sorted(ends)
     assert all(0 <= s <= e <= len(text) for s, e in zip(starts, ends, strict=True))

@@ -39,6 +39,10 @@ _LATIN_RUN = re.compile(r"[A-Za-z][A-Za-z'’-]*(?:[ \t,;:]*[ \t][A-Za-z][A-Za-z
 _ACRONYM = re.compile(rf"[A-Z]{{1,{_MAX_ACRONYM}}}")
 #: The romanizer's spacing fix-up: no space before or after a glottal stop, unless punctuation is there.
 _GLOTTAL_SPACE = re.compile(r'(?<![!",.:;?»—…”]) (?=ʔ)|(?<=ʔ) (?!["«“])')
+#: Digits OpenJTalk leaves as digits (a lone "0" stays ０, read ゼロ), as the kanji digits of the same
+#: length: misaki's romanizer refuses a word whose surface is digits (it expects its own number reader to
+#: have run first), and it reads a word by its reading, which OpenJTalk gives, not by its surface.
+_KANJI_DIGITS = str.maketrans("0123456789０１２３４５６７８９", "〇一二三四五六七八九" * 2)
 #: How far past a word OpenJTalk rewrote ("3" → 三) the next word may be found in the text.
 _REWRITE_REACH = 16
 _PUNCTUATION = '!"(),.:;?—…“”«» '
@@ -109,7 +113,7 @@ class JapaneseG2P:
         reading = (
             surface if node["pos"] == _SYMBOL_POS else str(node["pron"]).replace("’", "").replace("'", "")
         )
-        return self._romanizer.word(surface, self._jaconv.kata2hira(reading))
+        return self._romanizer.word(surface.translate(_KANJI_DIGITS), self._jaconv.kata2hira(reading))
 
 
 def _romanizer(cutlet: Any) -> Any:

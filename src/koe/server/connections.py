@@ -11,6 +11,10 @@
 * **A WebSocket ping** is answered only while the socket's buffer has room: a client that floods pings and
   never reads would otherwise pile pongs up in memory (uvicorn writes each one regardless). RFC 6455 §5.5.3
   lets an endpoint answer only the most recent ping.
+* **A WebSocket's input is parsed a slice per turn of the event loop**: one read holds up to 256 KiB,
+  thousands of small frames (a flood of pings, of bad messages, of empty fragments) whose parsing and
+  answers, in one go, would hold every other connection meanwhile. The rest waits, in order, with reading
+  paused, for the loop's next turn.
 
 * **Shutdown** answers a request still receiving its body at once (503 ``shutting_down``, through
   :data:`koe.wire.body.SHUTDOWN_EXTENSION`): uvicorn would wait for the body, which a client trickling it
@@ -41,6 +45,8 @@ logger = logging.getLogger(__name__)
 MAX_FRAGMENTS_PER_MESSAGE = 1024
 #: RFC 6455's close code for a message too big to process.
 _CLOSE_TOO_BIG = 1009
+#: Bytes of a WebSocket's input parsed per turn of the event loop: a few milliseconds of small frames.
+BYTES_PER_TURN = 16 * 1024
 
 
 class _Timer:
@@ -152,15 +158,45 @@ class GuardedH11Protocol(_StallDeadline, H11Protocol):
 
 class GuardedWSProtocol(_StallDeadline, WSProtocol):
     """uvicorn's wsproto protocol (its ``send`` waits while the buffer is full, so a session's water marks
-    hold) with a deadline on stalled writes, no pongs while the buffer is full, and a close frame for a
-    frame wsproto cannot accept."""
+    hold) with a deadline on stalled writes, no pongs while the buffer is full, its input parsed a slice
+    per turn of the loop, and a close frame for a frame wsproto cannot accept."""
+
+    #: Frames of the message being received so far.
+    _fragments = 0
+    #: Input received but not yet parsed: it waits for the loop's next turn.
+    _backlog = b""
+
+    def data_received(self, data: bytes) -> None:
+        if self._backlog:  # earlier input still waits for its turn, and goes first
+            self._backlog += data
+            self.transport.pause_reading()
+            return
+        self._parse(data)
+
+    def _parse(self, data: bytes) -> None:
+        """Parse a slice of ``data``; the rest waits for the next turn of the loop, with reading paused."""
+        super().data_received(data[:BYTES_PER_TURN])
+        if len(data) > BYTES_PER_TURN and not self.transport.is_closing():
+            self._backlog = data[BYTES_PER_TURN:]
+            self.transport.pause_reading()
+            self.loop.call_soon(self._parse_backlog)
+
+    def _parse_backlog(self) -> None:
+        data, self._backlog = self._backlog, b""
+        if self.transport.is_closing():
+            return
+        self._parse(data)
+        if not self._backlog and not self.read_paused:  # uvicorn's own pause, until its queue drains
+            self.transport.resume_reading()
 
     def handle_ping(self, event: events.Ping) -> None:
         if self.writable.is_set():
             super().handle_ping(event)
 
     def handle_message(self, event: events.TextMessage | events.BytesMessage) -> None:
-        self._fragments = getattr(self, "_fragments", 0) + 1
+        """Counts frames, not events: wsproto also hands over the part of a frame each read completes."""
+        if event.frame_finished:
+            self._fragments += 1
         if event.message_finished:
             self._fragments = 0
         elif self._fragments > MAX_FRAGMENTS_PER_MESSAGE:

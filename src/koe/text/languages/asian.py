@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from koe.text.digits import SPACED, DigitReading
+from koe.text.digits import MAX_NUMBER_DIGITS, SPACED, DigitReading
 from koe.text.languages.markup import web_rules, with_markup
 from koe.text.normalize import Rules
 from koe.text.say import Handler, Say, say
@@ -133,13 +133,12 @@ MANDARIN: Rules = with_markup(
 
 
 #: Kanji digits run together, which OpenJTalk reads as a number is read out, digit by digit (五五五 →
-#: ごーごーごー, 〇 as ゼロ or まる); Arabic digits apart it reads as one number ("10 2" → 12), and fails on
-#: a lone 0.
-JAPANESE_DIGITS = DigitReading(tuple("〇一二三四五六七八九"), "", "、", "点")
+#: ごーごーごー, 〇 as ゼロ or まる); Arabic digits apart it reads as one number ("10 2" → 12).
+JAPANESE_DIGITS = DigitReading(tuple("〇一二三四五六七八九"), "", "、", "点", MAX_NUMBER_DIGITS)
 #: Chinese digits, read one by one by the Mandarin G2P itself (cn2an fails past 16 digits).
-MANDARIN_DIGITS = DigitReading(tuple("零一二三四五六七八九"), "", "，", "点")
+MANDARIN_DIGITS = DigitReading(tuple("零一二三四五六七八九"), "", "，", "点", MAX_NUMBER_DIGITS)
 #: Digits apart, which espeak-ng reads in Hindi; the point is दशमलव, as the decimal rule says it.
-HINDI_DIGITS = DigitReading(SPACED, " ", ", ", " दशमलव ")
+HINDI_DIGITS = DigitReading(SPACED, " ", ", ", " दशमलव ", MAX_NUMBER_DIGITS)
 
 
 def _hindi_money(whole: str, decimals: str | None, unit: str) -> str:

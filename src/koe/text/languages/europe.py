@@ -3,7 +3,7 @@ abbreviations (:mod:`koe.text.languages.romance` has the rules that use them).""
 
 from __future__ import annotations
 
-from koe.text.digits import SPACED, DigitReading
+from koe.text.digits import MAX_NUMBER_DIGITS, SPACED, DigitReading
 from koe.text.languages.base import Abbreviations, TextRules
 from koe.text.languages.romance import Words, rules
 
@@ -108,7 +108,7 @@ EUROPEAN = {
         rules=rules(words),
         abbreviations=_ABBREVIATIONS[words.lang],
         inverted_marks=words.lang == "es",
-        digits=DigitReading(SPACED, " ", ", ", f" {words.decimal} "),
+        digits=DigitReading(SPACED, " ", ", ", f" {words.decimal} ", MAX_NUMBER_DIGITS),
     )
     for words in (SPANISH, FRENCH, ITALIAN, PORTUGUESE)
 }
