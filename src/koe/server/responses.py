@@ -8,10 +8,12 @@ Admission, voice and the first job's place in the queue are all settled before t
 so a refusal is a proper 503/400 rather than a broken stream. A streamed body holds its request slot
 until the response ends, however it ends (client gone, error, done). Synthesis stops within a segment of
 the client leaving, streamed or not: a streamed body is cancelled by Starlette when the client
-disconnects, a complete file here (its synthesis races the disconnect). A complete file, and the tail of
-a streamed body (for FLAC, sent whole, the whole file), is encoded in one of the runtime's encoding threads
-(:attr:`~koe.server.runtime.Runtime.encoders`): a long MP3, AAC or FLAC takes up to seconds of CPU, which on
-the event loop every other session would wait out.
+disconnects, a complete file here (its synthesis races the disconnect). A complete file, and each part of
+a streamed body and its tail (for FLAC, sent whole, the whole file), is encoded in one of the runtime's
+encoding threads (:attr:`~koe.server.runtime.Runtime.encoders`): a long MP3, AAC or FLAC takes up to seconds
+of CPU, which on the event loop every other session would wait out; and the parts the segment cache replays
+at once, to a socket whose buffers take megabytes, would be encoded one after another with no turn of the
+loop in between.
 """
 
 from __future__ import annotations
@@ -143,11 +145,13 @@ async def _chunks(
     parts: Parts, request: SpeechRequest, encoders: Executor
 ) -> AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]:
     """Each part's encoded audio (may be empty: encoders buffer; FLAC comes whole at the end) with its words;
-    then the encoder's tail, made in one of ``encoders``' threads: for FLAC it is the whole file."""
-    encoder = body_encoder(request.format, request.sample_rate)
+    then the encoder's tail: for FLAC it is the whole file. The encoder is opened (its codec's first import
+    too), fed and finished in ``encoders``' threads, one call at a time, so the loop never runs a codec."""
+    loop = asyncio.get_running_loop()
+    encoder = await loop.run_in_executor(encoders, body_encoder, request.format, request.sample_rate)
     async for words, part in parts:
-        yield words, encoder.encode(part.audio)
-    yield (), await asyncio.get_running_loop().run_in_executor(encoders, encoder.finish)
+        yield words, await loop.run_in_executor(encoders, encoder.encode, part.audio)
+    yield (), await loop.run_in_executor(encoders, encoder.finish)
 
 
 async def _audio(chunks: AsyncIterator[tuple[tuple[SpokenWord, ...], bytes]]) -> AsyncIterator[bytes]:
