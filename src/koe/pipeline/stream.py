@@ -40,7 +40,9 @@ from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.text.boundary import ends_at_pause
 from koe.text.languages.lookup import rules_for
+from koe.text.normalize import Alignment
 from koe.text.segment import Segment, Segmenter
+from koe.text.ssml import Read, is_ssml, located, read
 from koe.types import SAMPLE_RATE, Audio
 
 logger = logging.getLogger(__name__)
@@ -53,6 +55,8 @@ MIN_HINT_CHARS = 40
 #: A later segment decodes in windows when its whole decode is predicted to take more than this share of
 #: the audio the listener has before it (the margin the engine's windows keep too).
 LATE_SHARE = 0.7
+#: What a malformed SSML turn reads as.
+_NOTHING = Read("", Alignment((), ()))
 #: The buffered text is compacted once this much of it has been fed (keeps appends O(1) amortized).
 _COMPACT_AT_CHARS = 4096
 #: Text fed to the segmenter in one go before the event loop gets a turn: segmenting runs on the loop,
@@ -134,6 +138,10 @@ class SegmentStream:
         self._cache = cache if cache is not None and cache.enabled else None
         self._buffer = ""
         self._fed = 0
+        #: whether the turn's text is SSML (None: its start does not tell yet), and once it is finished, the
+        #: SSML and what it reads as (then the buffer holds that text)
+        self._ssml: bool | None = None
+        self._read: tuple[str, Read] | None = None
         self._cut: deque[Segment] = deque()
         self._in_flight: deque[_InFlight] = deque()
         self._finishing = False
@@ -358,6 +366,8 @@ class SegmentStream:
     def _feed(self) -> bool:
         """Feed the buffered text a word at a time until a segment is cut or the text runs out (flushing a
         finished turn); ``False`` when this call's slice of text is used up (the rest waits for the next)."""
+        if not self._readable():
+            return True
         slice_end = self._fed + FEED_SLICE_CHARS
         while not self._cut and self._fed < len(self._buffer):
             if self._fed >= slice_end:
@@ -366,11 +376,42 @@ class SegmentStream:
             word = _WORD.match(self._buffer, self._fed)
             assert word is not None  # the pattern matches at least one character before the end
             self._fed = word.end()
-            self._cut.extend(self._segmenter.feed(word.group()))
+            self._cut.extend(self._located(self._segmenter.feed(word.group())))
         if not self._cut and self._finishing and not self._flushed:
             self._flushed = True
-            self._cut.extend(self._segmenter.flush())
+            self._cut.extend(self._located(self._segmenter.flush()))
         return True
+
+    def _readable(self) -> bool:
+        """Whether the buffer holds text to segment: plain text at once; SSML (:mod:`koe.text.ssml`) once
+        the turn is finished, read whole then (its elements' meaning can depend on their end tags).
+
+        Raises:
+            ConfigError: ``invalid_markup``: the SSML is malformed (the turn then has nothing to say).
+        """
+        if self._ssml is None:
+            self._ssml = is_ssml(self._buffer)
+            if self._ssml is None:
+                if not self._finishing:
+                    return False
+                self._ssml = False
+        if not self._ssml or self._read is not None:
+            return True
+        if not self._finishing:
+            return False
+        ssml = self._buffer
+        # malformed, the turn says nothing: the error is raised once, then the turn ends
+        self._read, self._buffer, self._fed = (ssml, _NOTHING), "", 0
+        said = read(ssml)
+        self._read, self._buffer = (ssml, said), said.text
+        return True
+
+    def _located(self, segments: list[Segment]) -> list[Segment]:
+        """``segments`` pointed at the turn's text as sent: an SSML turn's, at its SSML."""
+        if self._read is None:
+            return segments
+        ssml, said = self._read
+        return [located(segment, said, ssml) for segment in segments]
 
     def _long_enough_to_window(self, first: Segment) -> Segment:
         """``first`` joined with the segments after it that the text already holds while it is too short

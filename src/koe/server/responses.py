@@ -37,6 +37,7 @@ from koe.audio.encoder import body_encoder, encode_whole
 from koe.audio.formats import content_type
 from koe.logs import log_refusal
 from koe.pipeline.listener import Listener
+from koe.pipeline.markup import check_markup
 from koe.pipeline.speaker import SegmentAudio, SegmentFailed, SegmentStarted, Speaker
 from koe.pipeline.words import SpokenWord
 from koe.server.metrics import Metrics
@@ -64,6 +65,7 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float, 
         with field_named("voice"):
             voice = synthesizer.voice(request.voice, request.speed, request.lang)
         voice.check_script(request.text)  # a 400 now rather than failed segments later
+        check_markup(request.text)
         stream = synthesizer.stream(voice, Listener(), complete=_is_whole(request))
         stream.add(request.text)
         stream.finish()

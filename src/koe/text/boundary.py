@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 
 from koe.text.languages.base import Abbreviations
+from koe.text.markup import element_end
 
 
 class Kind(IntEnum):
@@ -58,7 +59,7 @@ def ends_at_pause(text: str) -> bool:
 
 
 #: Characters the scanner must look at; everything between them is skipped by one regex search.
-_INTERESTING = re.compile(r"[\n.!?…。！？｡।॥,;:，；：、—–\-`~¿¡]")
+_INTERESTING = re.compile(r"[\n.!?…。！？｡।॥,;:，；：、—–\-`~¿¡\[]")
 #: Spanish marks that open a question or an exclamation, closed by the next ``?`` or ``!``.
 _INVERTED = frozenset("¿¡")
 #: How much text before the scan position is kept: the longest look-back (an abbreviation) fits in it.
@@ -183,6 +184,8 @@ class Scanner:
             self._line_head = ""
             self._inverted_open = False
             return i + 1
+        if ch == "[":
+            return self._scan_markup(i, final)
         if ch in _INVERTED:
             self._inverted_open = self._inverted_marks
             self._grow_head(ch)
@@ -197,6 +200,16 @@ class Scanner:
             return self._scan_dash(i, final, found)
         self._grow_head(ch)
         return i + 1
+
+    def _scan_markup(self, i: int, final: bool) -> int | None:
+        """A pronunciation element (:mod:`koe.text.markup`) is passed over whole: nothing inside it is a
+        boundary; while the text after a ``[`` may still become one, wait for more."""
+        end = element_end(self._buf, i, final)
+        if end is None:
+            return None
+        end = max(end, i + 1)
+        self._grow_head(self._buf[i:end])
+        return end
 
     def _run_end(self, i: int, chars: frozenset[str]) -> int:
         while i < len(self._buf) and self._buf[i] in chars:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from koe.errors import ConfigError
 from koe.text.digits import ENGLISH_DIGITS, DigitReading, long_numbers
+from koe.text.markup import spans as markup_spans
 from koe.text.spoken import RULES, Say
 
 #: Nothing is worth saying unless it contains a letter or a digit.
@@ -81,7 +82,10 @@ class _Builder:
     def read_long_numbers(self, reading: DigitReading) -> None:
         """Rewrite the numbers past the ceiling in what is built so far (:func:`long_numbers`), each new
         character standing for the source of the characters it replaces."""
-        said = long_numbers("".join(self.chars), reading)
+        text = "".join(self.chars)
+        said = long_numbers(text, reading)
+        kept_as_written = markup_spans(text)  # a pause's length or a phoneme is read by the pipeline
+        said = [p for p in said if not any(a < p.end and p.start < b for a, b in kept_as_written)]
         if not said:
             return
         chars, starts, ends = self.chars, self.starts, self.ends
@@ -136,7 +140,7 @@ def normalize(text: str, rules: Rules = RULES, digits: DigitReading = ENGLISH_DI
     Args:
         text: a segment (or any text) as the LLM wrote it.
         rules: the rules to apply (English by default; other languages': :mod:`koe.text.languages`).
-        digits: how the language reads a number past :data:`koe.text.digits.MAX_NUMBER_DIGITS`.
+        digits: how long a number the language reads as a number, and how it reads a longer one.
 
     Returns:
         ``spoken`` ("" when nothing in it can be said: a rule, a lone bracket, an emoji) and its alignment,

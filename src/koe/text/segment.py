@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from koe.errors import ConfigError
 from koe.text.boundary import Boundary, Kind, Scanner
 from koe.text.languages.base import ENGLISH, TextRules
+from koe.text.markup import spans as markup_spans
 from koe.text.normalize import Alignment
 from koe.text.spoken import LINK_TARGET
 
@@ -418,6 +419,9 @@ class Segmenter:
         known = min(stop, settled - 1)  # the last position whose character is known
         upto = min(known, self._scanner.end - 1)  # ... and is in the text
         cuts = self._breaks.between(self._scanner, a, upto, self._language.word_break or _is_word_break)
+        elements = markup_spans(self._scanner.text(a, upto + 1))
+        if elements:  # "[New York](/nˈu jˈɔɹk/)" is one word to the cut: its spaces are not word breaks
+            cuts = [c for c in cuts if not any(a + s < c < a + e for s, e in elements)]
         if bound == stop and (not cuts or cuts[-1] != stop):
             cuts.append(stop)
         word_starts = [a + start for start in self._word_starts(self._scanner.text(a, upto + 1))]

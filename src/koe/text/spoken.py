@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from koe.text.markup import MARKUP_RULE
 from koe.text.numbers import NUMBER_RULES, alternatives
 from koe.text.say import Rule, Say, drop, erase, keep
 from koe.text.table import TABLE_RULES
@@ -93,8 +94,10 @@ _EMOJI = (
     "\U000e0020-\U000e007f"
 )
 
-#: Markdown, HTML and addresses, in priority order; inner groups are prefixed with the rule's name.
+#: Pronunciation markup, then markdown, HTML and addresses, in priority order; inner groups are prefixed
+#: with the rule's name.
 MARKUP_RULES: tuple[Rule, ...] = (
+    MARKUP_RULE,  # pronunciation markup, kept as written for the pipeline (koe.text.markup)
     (
         "image",
         rf"!\[(?P<img_alt>[^\]\n]{{0,300}})\]\({LINK_TARGET}(?:[ \t]+\"[^\"\n]{{0,300}}\")?\)",

@@ -40,6 +40,7 @@ _BY_CODE: dict[str, ErrorRoute] = {
     "invalid_request": ErrorRoute(400, None),
     "invalid_field": ErrorRoute(400, None),
     "unknown_voice": ErrorRoute(400, None),
+    "invalid_markup": ErrorRoute(400, None),  # pronunciation markup that cannot be honoured
     "unsupported_media_type": ErrorRoute(415, None),
     "unauthorized": ErrorRoute(401, WS_POLICY_VIOLATION),  # KOE_API_KEY set, key missing or wrong
     "request_stale": ErrorRoute(408, None),

@@ -1,5 +1,6 @@
-"""The normalizer's rules that hold in every language: markdown, HTML tags, table cells and emoji are
-dropped whatever the language; URLs and e-mail addresses are said with the language's words.
+"""The normalizer's rules that hold in every language: pronunciation markup is kept as written for the
+pipeline; markdown, HTML tags, table cells and emoji are dropped whatever the language; URLs and e-mail
+addresses are said with the language's words.
 
 The markup rules are English's own (:data:`koe.text.spoken.RULES`), picked by name, so a fix there holds
 here too; the rules that say English words (numbers, times, symbols) are replaced per language.
@@ -16,8 +17,8 @@ from koe.text.table import PLAIN_TABLE_RULES
 
 #: English's rules that say no English word.
 _MARKUP = (
-    "image", "link_open", "link_close", "link_definition", "footnote", "tag", "heading", "quote",
-    "rule", "task", "bullet", "list_number",
+    "pronunciation", "image", "link_open", "link_close", "link_definition", "footnote", "tag", "heading",
+    "quote", "rule", "task", "bullet", "list_number",
 )  # fmt: skip
 #: After the table rules.
 _MARKUP_AFTER = ("code_tick", "emphasis", "snake")
