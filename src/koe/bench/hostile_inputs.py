@@ -42,7 +42,7 @@ _ANSWER_WITHIN_S = 15.0
 _PROTOCOL_ERROR, _TOO_BIG = 1002, 1009
 #: The issue's long numbers: a price with 4,400 decimals (Japanese), 5,000 digits (English).
 #: voice → a text with a very long number, and the next turn's text in that voice's language
-_LONG_NUMBERS = {
+LONG_NUMBERS = {
     "jf_alpha": (f"Total $1.{'5' * 4400} ok.", "Okay."),
     "af_heart": (f"The number is {'5' * 5000} ok.", "Okay."),
     # no currency symbol: the money rule once read a run like this in quadratic time
@@ -124,7 +124,7 @@ async def empty_fragments(base: str, http: httpx.AsyncClient) -> None:
 async def long_numbers(base: str, http: httpx.AsyncClient) -> None:
     """A number thousands of digits long, in Japanese, English and Mandarin: its audio comes, a cancel ends
     the turn, and the session's next turn speaks (its worker was freed)."""
-    for voice, (text, then) in _LONG_NUMBERS.items():
+    for voice, (text, then) in LONG_NUMBERS.items():
         async with connect(f"{ws_url(base)}/v1/stream?voice={voice}") as ws:
             await ws.send(json.dumps({"type": "append", "text": text}))
             await ws.send(json.dumps({"type": "flush"}))

@@ -34,7 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import ClientConnection, connect
 
 from koe.bench.hostile import HOSTILE_ACTIONS, LONG_ACTIONS, Action
-from koe.bench.hostile_inputs import log_findings
+from koe.bench.hostile_inputs import LONG_NUMBERS, log_findings
 from koe.bench.target import wait_ready
 from koe.errors import UpstreamError
 from koe.server.background import LOOPBACK
@@ -287,6 +287,8 @@ async def soak(
     async with httpx.AsyncClient(timeout=_ACTION_TIMEOUT_S) as http:
         errors_before = errors_by_code((await http.get(base_url + "/metrics")).text)
         reference = await _reference_audio(base_url, http)
+        if hostile:
+            await _speak_the_attacks_languages(base_url, http)
 
         async def client(offset: int, actions_: tuple[Action, ...], after_s: float = 0.0) -> None:
             await asyncio.sleep(after_s)
@@ -359,6 +361,20 @@ async def soak(
     if log is not None:
         report.log_findings = log_findings(await asyncio.to_thread(log.read_text, errors="replace"))
     return report
+
+
+async def _speak_the_attacks_languages(base_url: str, http: httpx.AsyncClient) -> None:
+    """One short turn in each voice the attacks use, before the clock starts: a language's G2P is built on
+    its first turn (a one-time step of about 100 MB, and a moment the interpreter lock is held), which is
+    the server's warm-up, not the attack's doing."""
+    for voice, (_, short) in LONG_NUMBERS.items():
+        response = await http.post(
+            base_url + "/invocations", json={"text": short, "voice": voice, "format": "pcm"}
+        )
+        if response.status_code != 200:
+            raise UpstreamError(
+                f"a short turn with {voice} got {response.status_code}: {response.text[:200]}"
+            )
 
 
 async def _reference_audio(base_url: str, http: httpx.AsyncClient) -> bytes:
