@@ -261,21 +261,21 @@ def test_the_built_in_openers_are_for_the_default_voice() -> None:
 LONG = "Please call Stella and ask her to bring these things with her from the store."
 
 
-def test_a_windowed_opener_said_again_is_replayed_as_sent_over_the_websocket_and_http(
-    serve_fake: ServerFactory,
-) -> None:
+def test_a_windowed_opener_said_again_is_replayed_as_sent_over_http(serve_fake: ServerFactory) -> None:
+    """Over HTTP the whole text and its end arrive together, so both requests cut the same segments; over
+    the WebSocket an ``append`` may be cut before its ``flush`` arrives (the real-model test below covers
+    that path with an opener followed by different text)."""
     engine = FakeEngine()
     body = {"text": LONG, "format": "pcm", "stream": True}
     with serve_fake(engine, segment_cache_mb=4) as live:
-        first = run(lambda: speak(live, LONG))
+        first = httpx.post(live.http_url + "/invocations", json=body, timeout=_WAIT_S)
         calls = engine.calls
-        second = run(lambda: speak(live, LONG))
-        streamed = httpx.post(live.http_url + "/invocations", json=body, timeout=_WAIT_S)
+        second = httpx.post(live.http_url + "/invocations", json=body, timeout=_WAIT_S)
         metrics = cache_metrics(live)
-    assert calls > 2  # the first turn's segment was decoded in windows: several engine calls
-    assert engine.calls == calls  # neither the second turn nor the request reached the engine
-    assert audio(second) == audio(first) == streamed.content and timed(second) == timed(first)
-    assert metrics["koe_segment_cache_lookups_total_hit"] == 2
+    assert calls > 2  # the first request's segment was decoded in windows: several engine calls
+    assert engine.calls == calls  # the second request did not reach the engine
+    assert first.status_code == second.status_code == 200 and second.content == first.content
+    assert metrics["koe_segment_cache_lookups_total_hit"] == 1
 
 
 def test_a_repeated_windowed_opener_is_heard_from_the_cache_as_it_was_sent_on_the_real_model(

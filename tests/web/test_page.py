@@ -39,9 +39,11 @@ def read_aloud(page: Any, text: str, tokens_per_s: int) -> None:
 
 def assert_reads_as_plain_text(page: Any) -> None:
     """A finished answer, all heard, in the page's ink at full opacity: nothing about it looks disabled."""
-    styles = page.eval_on_selector_all(
-        "#transcript span",
-        "(els) => els.map((el) => [el.className, getComputedStyle(el).color, getComputedStyle(el).opacity])",
+    # queried and read in one evaluation: the page may redraw the transcript between two of Playwright's
+    # steps, and a detached span has no computed style
+    styles = page.evaluate(
+        """() => [...document.querySelectorAll('#transcript span')].map(
+            (el) => [el.className, getComputedStyle(el).color, getComputedStyle(el).opacity])"""
     )
     ink = page.eval_on_selector("#transcript", "(el) => getComputedStyle(el).color")
     assert styles and all(style == ["heard", ink, "1"] for style in styles), (ink, styles)
