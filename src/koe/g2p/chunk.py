@@ -17,6 +17,9 @@ _CLAUSE_END = ".!?;:,—…"
 #: English characters G2P reads in one call at most (a language's own characters weigh more: ja, zh, hi):
 #: a segment (``SegmenterOptions.max_chars``) is read whole, unless normalizing made it longer.
 G2P_CHUNK_CHARS = 400
+#: English characters a call when a text does not fit in one (only a segment normalizing lengthened, such as
+#: a number read digit by digit): smaller calls, so that a cancel reaches it sooner.
+G2P_LONG_CHUNK_CHARS = 100
 #: Where a text may be cut for G2P, best first: after a sentence's end, after a clause's, at a space.
 #: A Latin mark ends something only before a space ("3.14", "1,234" are numbers); a CJK one always does.
 _TEXT_CUTS = (

@@ -40,7 +40,7 @@ from koe.engine.timing import SegmentTiming, WordSpan, WordTiming
 from koe.engine.voices import AMERICAN, DEFAULT_VOICE, VOICES, VoiceBank, parse_blend
 from koe.errors import VoiceError
 from koe.g2p.base import G2P
-from koe.g2p.chunk import G2P_CHUNK_CHARS, split_phonemes, split_text
+from koe.g2p.chunk import G2P_CHUNK_CHARS, G2P_LONG_CHUNK_CHARS, split_phonemes, split_text
 from koe.g2p.registry import G2PRegistry
 from koe.pipeline.lexicon import Lexicon, load_lexicon
 from koe.pipeline.markup import checked_runs
@@ -227,7 +227,10 @@ class Speech:
             runs = self.lexicon.applied(text, runs, lang)
         check_script(" ".join(text[run.start : run.end] for run in runs if isinstance(run, TextRun)), lang)
         g2p = self.g2p.get(lang)
-        chunk_chars = round(G2P_CHUNK_CHARS / rules_for(lang).chars_per_char)
+        chars_per_char = rules_for(lang).chars_per_char
+        chunk_chars = round(G2P_CHUNK_CHARS / chars_per_char)
+        if len(text) > chunk_chars:
+            chunk_chars = round(G2P_LONG_CHUNK_CHARS / chars_per_char)
         pieces: list[PhonemePiece] = []
         phonemes = ""
         spans: list[WordSpan] = []
