@@ -185,7 +185,7 @@ def _register_voices(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
 
 def _run_voices(args: argparse.Namespace) -> int:
     from koe.engine.voices import VOICES, describe
-    from koe.pipeline.params import validate_lang
+    from koe.wire.params import validate_lang
 
     lang = None if args.lang is None else validate_lang(args.lang)
     table = Table("voice", "lang", "language", "gender")

@@ -42,7 +42,7 @@ def test_a_whole_job_gives_the_segment_and_its_words_in_one_step() -> None:
     assert all(0 <= w.start_s < w.end_s <= part.end_s for w in part.words)
 
 
-#: Long enough to be decoded in windows (a segment under 100 frames decodes whole even then).
+#: Long enough to be decoded in windows (a segment under 80 frames decodes whole even then).
 LONG = "Please call Stella and ask her to bring these things with her from the store."
 
 

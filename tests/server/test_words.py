@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from koe.client.messages import decode
 from koe.engine.timing import WordTiming
 from koe.errors import ConfigError, ProtocolError
-from koe.pipeline.words import SpokenWord, written_words
+from koe.pipeline.words import written_words
 from koe.server.protocol import parse_message, parse_query
 from koe.text.segment import Segment, Segmenter
-from koe.wire.messages import Configure, SessionOptions, Words, encode
+from koe.wire.messages import Configure, SessionOptions, Words, decode, encode
+from koe.wire.words import SpokenWord
 
 WORD_S = 0.3  # a made-up duration per spoken word: what matters here is the text side
 
@@ -87,7 +87,7 @@ def test_the_words_option_parses_from_config_and_query() -> None:
 
 def test_the_words_message_encodes_as_documented_and_the_client_decodes_it() -> None:
     message = Words(
-        2, 1, (SpokenWord("café", (4, 8), 0.125, 0.5), SpokenWord("https://x.io", (9, 21), 0.5, 1.4))
+        2, 1, (SpokenWord("café", 0.125, 0.5, (4, 8)), SpokenWord("https://x.io", 0.5, 1.4, (9, 21)))
     )
     text = encode(message)
     assert json.loads(text) == {

@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from koe.errors import ConfigError
 from koe.extras import Extra, install_hint
-from koe.pipeline.words import SpokenWord
+from koe.wire.words import SpokenWord
 
 Role = Literal["system", "user", "assistant"]
 

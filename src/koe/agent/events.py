@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from koe.pipeline.words import SpokenWord
+from koe.wire.words import SpokenWord
 
 #: The most PCM bytes in one binary WebSocket frame (0.34 s at 24 kHz), under AgentCore Runtime's 32 KB
 #: frame limit with room to spare.

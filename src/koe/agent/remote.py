@@ -31,9 +31,9 @@ from koe.errors import (
     SynthesisError,
     UpstreamError,
 )
-from koe.pipeline.words import SpokenWord
 from koe.types import SAMPLE_RATE
 from koe.wire.messages import Cancelled, ConfigAck, Error, Flushed, SegmentEnd, SegmentStart, Words
+from koe.wire.words import SpokenWord
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

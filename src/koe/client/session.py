@@ -12,7 +12,6 @@ import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any, Protocol
 
-from koe.client.messages import decode, encode_request
 from koe.errors import UpstreamError
 from koe.wire.messages import (
     Append,
@@ -27,6 +26,8 @@ from koe.wire.messages import (
     Flushed,
     ServerMessage,
     SessionOptions,
+    decode,
+    encode_request,
 )
 
 

@@ -20,9 +20,10 @@ from koe.engine.base import BufferedAudio, SynthesisRequest, Utterance
 from koe.engine.timing import WordTiming
 from koe.pipeline.speech import Speech
 from koe.pipeline.voice import Voice
-from koe.pipeline.words import SpokenWord, written_words
+from koe.pipeline.words import written_words
 from koe.text.segment import Segment
 from koe.types import SAMPLE_RATE, Audio
+from koe.wire.words import SpokenWord
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,9 @@ from typing import Protocol
 from koe.errors import KoeError, OverloadedError
 from koe.pipeline.stream import SegmentStream
 from koe.pipeline.tally import Tally
-from koe.pipeline.words import SpokenWord
 from koe.text.segment import Segment
 from koe.types import SAMPLE_RATE, Audio
+from koe.wire.words import SpokenWord
 
 
 class Observer(Protocol):

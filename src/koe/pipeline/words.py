@@ -9,48 +9,10 @@ merge into that one written word, spoken from the first one's start to the last 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
 from koe.engine.timing import WordTiming
 from koe.text.segment import Segment
-
-#: Word times are sent rounded to the millisecond (a model frame is 25 ms).
-_DIGITS = 3
-
-
-@dataclass(frozen=True, slots=True)
-class SpokenWord:
-    """A word of the turn's written text and when it is heard.
-
-    Attributes:
-        word: the written characters, ``turn_text[source_span[0]:source_span[1]]``.
-        source_span: ``[start, end)`` in the turn's text as the client sent it.
-        start_s, end_s: seconds from an origin the container states (the segment's or the turn's first
-            sample).
-    """
-
-    word: str
-    source_span: tuple[int, int]
-    start_s: float
-    end_s: float
-
-    def shifted(self, offset_s: float) -> SpokenWord:
-        """The same word with its times moved by ``offset_s`` (segment-relative → turn-relative)."""
-        return SpokenWord(
-            self.word,
-            self.source_span,
-            round(self.start_s + offset_s, _DIGITS),
-            round(self.end_s + offset_s, _DIGITS),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "word": self.word,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "source_span": list(self.source_span),
-        }
+from koe.wire.words import DIGITS, SpokenWord
 
 
 def written_words(segment: Segment, timings: Iterable[WordTiming]) -> tuple[SpokenWord, ...]:
@@ -70,6 +32,6 @@ def written_words(segment: Segment, timings: Iterable[WordTiming]) -> tuple[Spok
             merged.append((start, end, timing.start_s, timing.end_s))
     base = segment.source_span[0]
     return tuple(
-        SpokenWord(segment.text[a - base : b - base], (a, b), round(s, _DIGITS), round(e, _DIGITS))
+        SpokenWord(segment.text[a - base : b - base], round(s, DIGITS), round(e, DIGITS), (a, b))
         for a, b, s, e in merged
     )

@@ -1,8 +1,9 @@
 """Deepgram's REST TTS, ``POST /v1/speak?model=…&encoding=…&sample_rate=…&container=…`` with ``{"text"}``.
 
 What the Deepgram SDK's ``speak.v1.audio.generate``, pipecat's ``DeepgramHttpTTSService`` and LiveKit's
-Deepgram plugin (``synthesize()``) call. ``model`` names the voice (:func:`~koe.server.voices.aura_voice`);
-``encoding`` and ``container`` pick the format as Deepgram defines them (docs/api.md). The audio streams as
+Deepgram plugin (``synthesize()``) call. ``model`` names the voice
+(:func:`~koe.server.dialects.deepgram.aura_voice`); ``encoding`` and ``container`` pick the format as Deepgram
+defines them (docs/api.md). The audio streams as
 it is synthesized, except FLAC, answered whole so that its header holds the length and checksum.
 Responses carry Deepgram's ``dg-model-name``, ``dg-char-count`` and ``dg-request-id`` headers; refusals
 Deepgram's ``{"err_code", "err_msg", "request_id"}`` body. Every value a header echoes is checked with the

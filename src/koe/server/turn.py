@@ -16,8 +16,8 @@ from koe.audio.encoder import StreamEncoder
 from koe.audio.formats import AudioFormat
 from koe.errors import KoeError, OverloadedError
 from koe.pipeline.speaker import SegmentAudio, SegmentEnded, SegmentFailed, SegmentStarted, Speaker
+from koe.server.dialects import SPECS
 from koe.server.outbox import Outbox
-from koe.server.replies import REPLIES
 from koe.wire.messages import Dialect, ServerMessage, TurnOptions, encode
 
 _BYTES_PER_SAMPLE = {AudioFormat.PCM: 2, AudioFormat.MULAW: 1, AudioFormat.ALAW: 1}
@@ -66,7 +66,7 @@ class Turn:
         self._frame_s = frame_s
         self._report = report
         self._opened_at = time.monotonic()
-        self._replies = REPLIES[opened_by](number, options.words, request_id)
+        self._replies = SPECS[opened_by].replies(number, options.words, request_id)
 
     @property
     def tally_fields(self) -> dict[str, object]:
@@ -122,7 +122,9 @@ class Turn:
                 case SegmentFailed(error=error):
                     self._report(error)
         self._audio(encoder.finish())
-        closing = REPLIES[self.ended_by or self.opened_by](self.number, self.options.words, self.request_id)
+        closing = SPECS[self.ended_by or self.opened_by].replies(
+            self.number, self.options.words, self.request_id
+        )
         elapsed_s = time.monotonic() - self._opened_at
         total_s = encoder.samples / rate
         self._send(*closing.finished(total_s, self.speaker.first_audio_ms(), elapsed_s, last=self.last))

@@ -34,9 +34,7 @@ def parse_object(data: str | bytes, *, max_bytes: int | None, what: str = "messa
         ProtocolError: unreadable, non-finite numbers, a lone surrogate, too deep (``invalid_json``), or
             not an object (``invalid_message``).
     """
-    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
-    if max_bytes is not None and size > max_bytes:
-        raise LimitError(f"{what} of {size} bytes is over the limit of {max_bytes}", code="message_too_large")
+    check_size(data, max_bytes=max_bytes, what=what)
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
     except UnicodeDecodeError as exc:
@@ -64,6 +62,13 @@ def parse_object(data: str | bytes, *, max_bytes: int | None, what: str = "messa
     if not isinstance(obj, dict):
         raise ProtocolError(f"expected the {what} to be a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def check_size(data: str | bytes, *, max_bytes: int | None, what: str = "message") -> None:
+    """Raise ``LimitError`` (``message_too_large``) when ``data`` is over ``max_bytes`` bytes as UTF-8."""
+    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
+    if max_bytes is not None and size > max_bytes:
+        raise LimitError(f"{what} of {size} bytes is over the limit of {max_bytes}", code="message_too_large")
 
 
 def _max_depth(text: str) -> int:

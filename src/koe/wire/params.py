@@ -1,6 +1,7 @@
 """What a client may set for speech — speed and language — validated without loading anything heavy.
 
-The server's sans-I/O protocol and request parsers use these, so they must not import the engine.
+Every transport's parser and the pipeline's voice resolution use these; they live in :mod:`koe.wire` so
+that parsing a request never imports the engine or the pipeline.
 """
 
 from __future__ import annotations
