@@ -1,6 +1,8 @@
-"""The server's lexicon (``KOE_LEXICON``) on the fake engine: a word it holds reaches the engine with its
+"""Lexicons on the fake engine. The server's (``KOE_LEXICON``): a word it holds reaches the engine with its
 phonemes in any case and as a possessive, on every transport; a caller's markup wins; a bad or huge file is
-a bounded error at load; two lexicons never share cached audio."""
+a bounded error at load; two lexicons never share cached audio. A caller's (a session's ``lexicon``
+setting, a request's field): consulted before the server's, checked as the file is, a bad one refused
+saying why while the session goes on."""
 
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ from websockets.asyncio.client import connect
 from koe.app import create_app
 from koe.errors import ConfigError
 from koe.languages import CODES
-from koe.pipeline.lexicon import MAX_ENTRIES, MAX_LEXICON_BYTES, Lexicon, load_lexicon
+from koe.pipeline.cache import segment_key
+from koe.pipeline.lexicon import MAX_CALLER_ENTRIES, MAX_ENTRIES, MAX_LEXICON_BYTES, Lexicon, load_lexicon
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
 from live_server import LOOPBACK, LiveServer, run_server
 from support.fake import FakeEngine, FakeG2P, fake_voices
-from ws_events import of_type, run, send, until
+from ws_events import messages, of_type, run, send, until
 
 ENTRIES = {"en-us": {"koe": "kˈOA"}, "*": {"Kokoro": "kˈOkəɹO", "Bass": "bˈæs"}}
 #: Refusing a file over the limit reads none of it: well under this.
@@ -74,6 +77,7 @@ def test_a_bad_lexicon_is_refused_saying_why(tmp_path: Path, entries: Any, says:
     assert says in error.value.message
 
 
+@pytest.mark.serial
 def test_a_huge_lexicon_is_refused_before_it_is_read_and_before_the_model_loads(tmp_path: Path) -> None:
     path = tmp_path / "huge.json"
     path.write_bytes(b" " * (10 * MAX_LEXICON_BYTES))  # 10 MiB
@@ -108,3 +112,60 @@ def test_the_lexicon_holds_on_the_http_routes_and_the_websocket(
 
     run(main)
     assert "thanks, kˈOkəɹO." in engine.worked
+
+
+#: A caller's own: "koe" said otherwise than the server's lexicon says it, and a word the server's lacks.
+CALLERS = {"en-us": {"koe": "kˈu"}, "*": {"Stella": "stˈɛlɑ"}}
+
+
+def test_a_caller_s_lexicon_is_consulted_before_the_server_s(tmp_path: Path) -> None:
+    speech = _speech(_lexicon(tmp_path))
+    voice = speech.voice("af_heart", lexicon=CALLERS)
+    pieces = speech.phonemize_words("Koe, Stella and Kokoro.", voice.lang, lexicon=voice.lexicon)
+    assert [piece.phonemes for piece in pieces] == ["kˈu, stˈɛlɑ and kˈOkəɹO."]
+
+
+def test_two_callers_lexicons_never_share_a_segment_s_cached_audio(tmp_path: Path) -> None:
+    speech = _speech(_lexicon(tmp_path))
+    keys = {
+        segment_key(speech.identity, speech.voice("af_heart", lexicon=lexicon), "Hello koe.")
+        for lexicon in (None, CALLERS, {"en-us": {"koe": "kˈOI"}})
+    }
+    assert len(keys) == 3
+
+
+@pytest.mark.parametrize(
+    ("entries", "says"),
+    [({"tlh": {"koe": "kˈOA"}}, "language code"),
+     ({"en-us": {"koe": "k☃"}}, "'☃' (U+2603)"),
+     ({"*": {f"w{n}": "wˈʌn" for n in range(MAX_CALLER_ENTRIES + 1)}}, f"more than {MAX_CALLER_ENTRIES}")],
+)  # fmt: skip
+def test_a_bad_caller_s_lexicon_is_refused_saying_why(tmp_path: Path, entries: Any, says: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        _speech(_lexicon(tmp_path)).voice("af_heart", lexicon=entries)
+    assert error.value.code == "invalid_field" and says in error.value.message
+
+
+def test_a_session_s_and_a_request_s_lexicon_reach_the_engine_and_a_bad_one_is_refused(
+    served: tuple[LiveServer, FakeEngine],
+) -> None:
+    live, engine = served
+    body = {"model": "kokoro", "input": "Call Stella.", "voice": "af_heart", "response_format": "pcm"}
+    assert (
+        httpx.post(live.http_url + "/v1/audio/speech", json={**body, "lexicon": CALLERS}).status_code == 200
+    )
+    assert "call stˈɛlɑ." in engine.worked
+    refused = httpx.post(live.http_url + "/v1/audio/speech", json={**body, "lexicon": {"en-us": {"a": "☃"}}})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "lexicon"
+
+    async def main() -> list[Any]:
+        async with connect(live.ws_url + "/v1/stream?voice=af_heart") as ws:
+            await send(ws, {"type": "config", "lexicon": CALLERS})
+            await send(ws, {"type": "config", "lexicon": {"en-us": ["not", "words"]}})  # refused: kept
+            await send(ws, {"type": "append", "text": "Hello koe."})
+            await send(ws, {"type": "flush"})
+            return await until(ws, of_type("flushed"))
+
+    replies = messages(run(main))
+    assert [m["code"] for m in replies if m["type"] == "error"] == ["invalid_field"]
+    assert "hello kˈu." in engine.worked  # the session's lexicon over the server's kˈOA

@@ -85,3 +85,10 @@ def test_a_lexicon_word_is_said_with_its_phonemes_by_the_real_g2p(speech: Speech
     with_lexicon = Speech(speech.engine, speech.voices, speech.g2p, lexicon=load_lexicon(path))
     assert with_lexicon.phonemize("Koe's voice is clear.") == ["kˈOAz vˈYs ɪz klˈɪɹ."]
     assert "kˈOA" not in speech.phonemize("Koe's voice is clear.")[0]
+
+
+def test_a_prosody_rate_is_heard_as_the_voice_s_speed(speech: Speech) -> None:
+    """Kokoro's durations scale with 1 / speed: ``x-slow`` (0.6) makes the words ~1.7 times as long."""
+    plain = speech.synthesize("Please call Stella.")
+    slow = speech.synthesize('<speak><prosody rate="x-slow">Please call Stella.</prosody></speak>')
+    assert 1.45 < slow.size / plain.size < 1.9

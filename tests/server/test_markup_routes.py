@@ -117,3 +117,71 @@ def test_an_ssml_turn_streamed_in_pieces_is_read_once_flushed_and_points_at_its_
         "the",
         '<sub alias="World Wide Web">WWW</sub>',
     ]
+
+
+#: A span faster than the voice, one in French, and the voice's own speech between them.
+STYLED = (
+    '<speak>Hello there. <prosody rate="x-fast">Quick words.</prosody> Then '
+    '<lang xml:lang="fr-FR">Bonjour.</lang> Bye.</speak>'
+)
+
+
+def _spoken_as(engine: FakeEngine, calls_before: int) -> dict[str, tuple[float, str]]:
+    """Each engine call since ``calls_before``: its phonemes → its speed and the voice whose style it had."""
+    voices = fake_speech(engine).voices
+    tables = {name: voices.resolve(name) for name in ("af_heart", "ff_siwis")}
+    return {
+        request.phonemes: (
+            request.speed,
+            next(name for name, table in tables.items() if (table == request.style).all()),
+        )
+        for request in engine.requests[calls_before:]
+    }
+
+
+def _check_styled(spoken: dict[str, tuple[float, str]]) -> None:
+    assert spoken["hello there."] == (1.0, "af_heart")
+    assert spoken["quick words."] == (1.5, "af_heart")
+    assert spoken["bonjour."] == (1.0, "ff_siwis")
+    assert spoken["bye."] == (1.0, "af_heart")
+
+
+def test_prosody_rate_and_lang_reach_the_engine_as_speed_and_voice_over_http(
+    server: LiveServer, engine: FakeEngine
+) -> None:
+    before = len(engine.requests)
+    body = {"model": "kokoro", "input": STYLED, "voice": "af_heart", "response_format": "pcm"}
+    response = httpx.post(server.http_url + "/v1/audio/speech", json=body)
+    assert response.status_code == 200 and response.content
+    _check_styled(_spoken_as(engine, before))
+
+
+def test_prosody_rate_and_lang_reach_the_engine_from_a_streamed_turn(
+    server: LiveServer, engine: FakeEngine
+) -> None:
+    before = len(engine.requests)
+
+    async def main() -> list[Any]:
+        async with connect(server.ws_url + "/v1/stream?voice=af_heart&speed=1.6") as ws:
+            await send(ws, {"type": "append", "text": STYLED})
+            await send(ws, {"type": "flush"})
+            return await until(ws, of_type("flushed"))
+
+    replies = messages(run(main))
+    assert not [m for m in replies if m["type"] == "error"]
+    spoken = _spoken_as(engine, before)
+    assert spoken["hello there."] == (1.6, "af_heart")
+    assert spoken["quick words."] == (2.0, "af_heart")  # 1.6 × 1.5, held at the fastest speed
+    assert spoken["bonjour."] == (1.6, "ff_siwis")
+
+
+def test_a_lang_span_s_script_is_checked_in_its_own_language(server: LiveServer) -> None:
+    """Kana in an English request is refused before any audio; inside a Japanese ``<lang>`` span it is
+    read by that language."""
+
+    def status(text: str) -> int:
+        body = {"model": "kokoro", "input": text, "voice": "af_heart", "response_format": "pcm"}
+        return httpx.post(server.http_url + "/v1/audio/speech", json=body).status_code
+
+    assert status("<speak>Say こんにちは now.</speak>") == 400
+    assert status('<speak>Say <lang xml:lang="ja">こんにちは</lang> now.</speak>') == 200

@@ -18,7 +18,14 @@ from wyoming.error import Error
 from wyoming.event import Event, async_read_event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping, Pong
-from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeTextFormat,
+    SynthesizeVoice,
+)
 
 from koe import __version__
 from koe.agent.replay import tokenize
@@ -148,6 +155,33 @@ def test_an_empty_text_is_answered_with_no_audio(live: LiveServer) -> None:
     assert kinds(run(lambda: synthesize(live, ""))) == ["audio-start", "audio-stop"]
 
 
+#: SSML without its root, as a client that declares ``text_format: ssml`` may send it.
+FRAGMENT = 'Hello there, <break time="500ms"/> how are you?'
+
+
+def test_ssml_text_format_reads_a_fragment_as_ssml_whole_or_streamed_in_any_pieces(live: LiveServer) -> None:
+    async def whole() -> list[Event]:
+        async with client(live) as c:
+            await c.write_event(Synthesize(text=FRAGMENT, text_format=SynthesizeTextFormat.SSML).event())
+            return await answer(c, last="audio-stop")
+
+    async def streamed() -> list[Event]:
+        async with client(live) as c:
+            await c.write_event(SynthesizeStart(text_format=SynthesizeTextFormat.SSML).event())
+            for start in range(0, len(FRAGMENT), 3):  # "<br", "eak"...: the root is added all the same
+                await c.write_event(SynthesizeChunk(text=FRAGMENT[start : start + 3]).event())
+            await c.write_event(SynthesizeStop().event())
+            return await answer(c, last="synthesize-stopped")
+
+    rooted = pcm_of(run(lambda: synthesize(live, f"<speak>{FRAGMENT}</speak>")))
+    plain = pcm_of(run(lambda: synthesize(live, "Hello there, how are you?")))
+    assert pcm_of(run(whole)) == rooted
+    assert pcm_of(run(streamed)) == rooted
+    pause_bytes = len(rooted) - len(plain)  # the break is heard as silence, not read out
+    assert abs(pause_bytes / (24_000 * PCM_BYTES_PER_SAMPLE) - 0.5) < 0.1
+
+
+@pytest.mark.serial  # first audio against an LLM's wall-clock pace: not beside another worker
 def test_a_streamed_answer_starts_speaking_while_the_llm_is_still_writing(live: LiveServer) -> None:
     """Tokens at an LLM's pace, then the whole text again (as Home Assistant sends it) and the stop: audio
     comes after the first clause but before the last token, once, and ``synthesize-stopped`` ends it."""
@@ -184,6 +218,34 @@ def test_a_streamed_answer_starts_speaking_while_the_llm_is_still_writing(live: 
     assert AudioChunk.is_type(events[1].type)
     assert sent["first clause"] < heard_at < sent["last token"]
     assert len(pcm_of(events)) > 0.9 * fake_seconds(ANSWER) * 24_000 * PCM_BYTES_PER_SAMPLE
+
+
+#: A six-word first sentence (~2 s on the fake engine), and the start of the next: what a streamed answer
+#: holds when its first segment is cut.
+SHORT_FIRST = "Sure, here is the way to the old station."
+
+
+def test_a_streamed_six_word_first_sentence_is_decoded_in_windows_not_whole(live: LiveServer) -> None:
+    """Its first audio waits for stage A and one window, not the whole segment: the scheduler runs it as
+    several jobs, though the text holds nothing to join it with."""
+    before = finished(live)
+
+    async def main() -> None:
+        async with client(live) as c:
+            await c.write_event(SynthesizeStart().event())
+            for token in tokenize(SHORT_FIRST + " Take the"):
+                await c.write_event(SynthesizeChunk(text=token).event())
+            assert [e.type for e in await answer(c, last="audio-chunk")] == ["audio-start", "audio-chunk"]
+            await asyncio.to_thread(
+                wait_for,
+                lambda: not stats(live).running and not stats(live).queued,
+                "the scheduler to be idle",
+            )
+            assert finished(live) - before > 1  # the one segment, in windows
+            await c.write_event(SynthesizeStop().event())
+            await answer(c, last="synthesize-stopped")
+
+    run(main)
 
 
 def test_requests_of_one_connection_are_answered_in_order(live: LiveServer) -> None:
@@ -349,8 +411,8 @@ RECOVERABLE = {
         header({"type": "synthesize-chunk", "data": {"text": "hi"}}),
         "invalid_message",
     ),
-    "SSML": (
-        header({"type": "synthesize", "data": {"text": "<speak>Hi</speak>", "text_format": "ssml"}}),
+    "a text format koe does not read": (
+        header({"type": "synthesize", "data": {"text": "Hi", "text_format": "markdown"}}),
         "invalid_field",
     ),
 }

@@ -111,6 +111,7 @@ class FakeEngine:
         self.calls = 0
         self.stopped = 0  # held calls a Cancel stopped before the gate opened
         self.worked: list[str] = []  # the phonemes of each call, in order
+        self.requests: list[SynthesisRequest] = []  # each call's request (its voice and speed), in order
         self._lock = threading.Lock()
 
     def durations(self, request: SynthesisRequest) -> np.ndarray:
@@ -159,6 +160,7 @@ class FakeEngine:
         with self._lock:
             self.calls += 1
             self.worked.append(request.phonemes)
+            self.requests.append(request)
             call = self.calls
         if FAIL_WORD in request.phonemes:
             raise SynthesisError(f"the fake engine was told to fail on {FAIL_WORD!r}")

@@ -9,7 +9,7 @@ import pytest
 
 from koe.errors import ConfigError
 from koe.text.segment import Segment, Segmenter
-from koe.text.ssml import MAX_DEPTH, MAX_ELEMENTS, is_ssml, located, read
+from koe.text.ssml import MAX_DEPTH, MAX_ELEMENTS, Style, is_ssml, located, read
 
 #: Refusing hostile SSML takes well under this (it is parsed once, its events bounded).
 BOUNDED_S = 0.5
@@ -151,6 +151,7 @@ def test_a_document_type_is_refused_so_no_entity_is_ever_expanded() -> None:
     assert "document type" in _refused(laughs)
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("ssml", "says"),
     [("<speak>" + "<s>" * 10_000 + "deep" + "</s>" * 10_000 + "</speak>", f"at most {MAX_DEPTH} deep"),
@@ -160,3 +161,57 @@ def test_hostile_ssml_is_refused_in_bounded_time(ssml: str, says: str) -> None:
     started = time.perf_counter()
     assert says in _refused(ssml)
     assert time.perf_counter() - started < BOUNDED_S
+
+
+def test_prosody_and_lang_give_their_span_a_style_and_end_a_segment_at_each_edge() -> None:
+    ssml = (
+        '<speak>Hello there <prosody rate="slow">take it slowly</prosody> and '
+        '<lang xml:lang="fr-FR">bonjour <prosody rate="150%">vite</prosody></lang> the end.</speak>'
+    )
+    said = read(ssml)
+    assert [(part.strip(), style) for part, style in said.parts() if part.strip()] == [
+        ("Hello there", Style()),
+        ("take it slowly", Style(rate=0.8)),
+        ("and", Style()),
+        ("bonjour", Style(lang="fr")),
+        ("vite", Style(rate=1.5, lang="fr")),
+        ("the end.", Style()),
+    ]
+    assert [s.text for s in _segments(ssml)] == [
+        "Hello there",
+        "take it slowly",
+        "and",
+        "bonjour",
+        "vite",
+        "the end.",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rate", "times"),
+    [("x-slow", 0.6), ("fast", 1.25), ("80%", 0.8), ("+20%", 1.2), ("-50%", 0.5), ("1.3", 1.3),
+     ("+0.5", 1.5), (" Medium ", 1.0)],
+)  # fmt: skip
+def test_prosody_rate_reads_as_a_multiple_of_the_speed(rate: str, times: float) -> None:
+    said = read(f'<speak>a <prosody rate="{rate}">b</prosody></speak>')
+    assert said.style_at(said.text.index("b")).rate == pytest.approx(times)
+
+
+def test_nested_rates_multiply_and_the_root_can_name_the_language() -> None:
+    said = read(
+        '<speak xml:lang="es"><prosody rate="50%">a <prosody rate="x-fast">b</prosody></prosody></speak>'
+    )
+    assert said.style_at(said.text.index("a")) == Style(rate=0.5, lang="es")
+    assert said.style_at(said.text.index("b")) == Style(rate=0.75, lang="es")
+
+
+@pytest.mark.parametrize(
+    ("ssml", "says"),
+    [('<speak><prosody rate="warp">x</prosody></speak>', "expected <prosody rate> one of"),
+     ('<speak><prosody rate="-100%">x</prosody></speak>', "above zero"),
+     ('<speak><prosody rate="99999999%">x</prosody></speak>', "expected <prosody rate>"),
+     ('<speak><lang xml:lang="de">x</lang></speak>', "<lang xml:lang>: lang must be one of")],
+)  # fmt: skip
+def test_a_rate_or_language_koe_cannot_honour_is_invalid_markup_saying_where(ssml: str, says: str) -> None:
+    message = _refused(ssml)
+    assert says in message and "(at character 7)" in message

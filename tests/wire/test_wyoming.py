@@ -311,7 +311,11 @@ REFUSED = {
         ConfigError,
         "invalid_field",
     ),
-    "SSML": (raw("synthesize", text="<speak>Hi</speak>", text_format="ssml"), ConfigError, "invalid_field"),
+    "a text format koe does not read": (
+        raw("synthesize-start", text_format="markdown"),
+        ConfigError,
+        "invalid_field",
+    ),
     "a text that is no string": (raw("synthesize-chunk", text=None), ProtocolError, "invalid_message"),
     "a text over the bound": (raw("synthesize", text="x" * (MAX_CHARS + 1)), LimitError, "text_too_long"),
     "a ping's text that is no string": (raw("ping", text=["x"]), ProtocolError, "invalid_message"),
@@ -332,9 +336,15 @@ def test_requests_koe_cannot_answer_are_refused_saying_why(name: str) -> None:
     assert len(refused.value.message) < 400  # a bounded preview, never the whole input
 
 
-def test_plain_text_format_is_accepted() -> None:
-    event = raw("synthesize", text="Hi.", text_format="text")
-    assert parse_event(event, max_chars=MAX_CHARS) == Synthesize("Hi.")
+def test_plain_text_and_ssml_text_formats_are_accepted() -> None:
+    assert parse_event(raw("synthesize", text="Hi.", text_format="text"), max_chars=MAX_CHARS) == Synthesize(
+        "Hi."
+    )
+    ssml = raw("synthesize", text="Hi <break/>", text_format="ssml")
+    assert parse_event(ssml, max_chars=MAX_CHARS) == Synthesize("Hi <break/>", ssml=True)
+    assert parse_event(raw("synthesize-start", text_format="ssml"), max_chars=MAX_CHARS) == SynthesizeStart(
+        ssml=True
+    )
 
 
 # --- answers, read back by the reference library --------------------------------------------------------

@@ -19,7 +19,7 @@ import numpy as np
 
 from koe.engine.assets import VOICE_SUFFIX, pinned_voice_hashes, verify
 from koe.errors import AssetError, VoiceError
-from koe.languages import DEFAULT, Language, of_voice
+from koe.languages import DEFAULT, Language, language, of_voice
 from koe.types import StyleTable
 
 logger = logging.getLogger(__name__)
@@ -213,6 +213,22 @@ class VoiceBank:
         if len(self._blends) < _MAX_CACHED_BLENDS:
             self._blends[spec] = blended
         return blended
+
+    def speaker_of(self, lang: str, like: str) -> str:
+        """A loaded voice of the language ``lang`` for text in it (Kokoro's voices each speak one): the
+        first of the gender of ``like`` (a blend: its first voice's), else the first.
+
+        Raises:
+            VoiceError: no voice of ``lang`` is loaded.
+        """
+        prefix = language(lang).prefix
+        gender = parse_blend(like)[0][0][1:2]
+        names = [name for name in self.names() if name[:1] == prefix]
+        if not names:
+            raise VoiceError(
+                f"no voice speaks {language(lang).name} here; valid voices: {', '.join(self.names())}"
+            )
+        return next((name for name in names if name[1:2] == gender), names[0])
 
     def _unknown(self, name: str) -> VoiceError:
         return VoiceError(f"unknown voice {name!r}; valid voices: {', '.join(self.names())}")

@@ -46,10 +46,12 @@ class CacheKey:
     speed: float
     lang: str
     text: str  # the segment's spoken text, exactly as G2P reads it
+    lexicon: str = ""  # the caller's lexicon's digest ("": none)
 
 
 def segment_key(identity: str, voice: Voice, spoken_text: str) -> CacheKey:
-    return CacheKey(identity, voice.style_digest, voice.speed, voice.lang, spoken_text)
+    lexicon = voice.lexicon.digest if voice.lexicon is not None else ""
+    return CacheKey(identity, voice.style_digest, voice.speed, voice.lang, spoken_text, lexicon)
 
 
 @dataclass(frozen=True, slots=True)

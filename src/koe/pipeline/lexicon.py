@@ -1,20 +1,26 @@
-"""The server's lexicon (``KOE_LEXICON``): words said with the phonemes an operator wrote, before G2P.
+"""Lexicons: words said with the phonemes someone wrote, before G2P — the server's (``KOE_LEXICON``), and a
+caller's own (a session's ``lexicon`` setting, or a request's), which is consulted first.
 
 A brand, a name or an acronym that G2P gets wrong is fixed once for every request: the file maps words to
 phonemes in Kokoro's alphabet, per language (docs/pronunciation.md, "Lexicon"). A word of the text a G2P
 would read that the lexicon holds (case ignored, a possessive "'s" added by its sound) becomes a phoneme
 run, as if the caller had written ``[word](/phonemes/)``; a caller's own markup still wins. The file is
-read once, when the model is loaded, and checked whole: a bad file stops the server there, saying why.
+read once, when the model is loaded, and checked whole: a bad file stops the server there, saying why. A
+caller's is checked the same way when it arrives (:func:`caller_lexicon`), bounded by
+:data:`MAX_CALLER_ENTRIES`, and refused as ``invalid_field`` naming what is wrong.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from koe.errors import ConfigError
 from koe.g2p.symbols import unknown_symbols
@@ -24,6 +30,10 @@ from koe.text.markup import MAX_PHONEME_CHARS, MAX_WORD_CHARS, PhonemeRun, Run, 
 #: The largest lexicon file read, and the most entries it may hold (all languages together).
 MAX_LEXICON_BYTES = 2**20
 MAX_ENTRIES = 10_000
+#: The most entries of a caller's lexicon (a session's or a request's; its size is bounded by the message's).
+MAX_CALLER_ENTRIES = 500
+#: Callers' lexicons kept checked: a session's is looked up again for every turn.
+_CHECKED_KEPT = 64
 #: Entries under this key hold in every language.
 EVERY_LANGUAGE = "*"
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
@@ -98,6 +108,27 @@ def load_lexicon(path: Path) -> Lexicon:
         data = json.loads(raw)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{where} cannot be read as JSON: {exc}", code="invalid_field") from exc
+    return _checked(data, where, MAX_ENTRIES, hashlib.sha256(raw).hexdigest())
+
+
+def caller_lexicon(data: Mapping[str, Any]) -> Lexicon:
+    """A caller's lexicon, as the file's JSON (language code or ``"*"`` → word → phonemes), checked as the
+    file is and bounded by :data:`MAX_CALLER_ENTRIES`.
+
+    Raises:
+        ConfigError: ``invalid_field``, naming the entry that is wrong.
+    """
+    canonical = json.dumps(data, sort_keys=True, ensure_ascii=False)
+    return _caller_lexicon(canonical)
+
+
+@functools.lru_cache(maxsize=_CHECKED_KEPT)
+def _caller_lexicon(canonical: str) -> Lexicon:
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    return _checked(json.loads(canonical), "lexicon", MAX_CALLER_ENTRIES, digest)
+
+
+def _checked(data: object, where: str, max_entries: int, digest: str) -> Lexicon:
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must hold a JSON object of language → words", code="invalid_field")
     words: dict[str, dict[str, str]] = {}
@@ -105,22 +136,25 @@ def load_lexicon(path: Path) -> Lexicon:
     for lang, entries in data.items():
         if lang != EVERY_LANGUAGE and lang not in CODES:
             raise ConfigError(
-                f"{where}: expected a language code ({', '.join(CODES)}) or {EVERY_LANGUAGE!r}, got {lang!r}",
+                f"{where}: expected a language code ({', '.join(CODES)}) or {EVERY_LANGUAGE!r}, "
+                f"got {reprlib.repr(lang)}",
                 code="invalid_field",
             )
         if not isinstance(entries, dict):
-            raise ConfigError(f"{where}: {lang!r} must map to an object of words", code="invalid_field")
+            raise ConfigError(
+                f"{where}: {reprlib.repr(lang)} must map to an object of words", code="invalid_field"
+            )
         count += len(entries)
-        if count > MAX_ENTRIES:
-            raise ConfigError(f"{where} holds more than {MAX_ENTRIES} entries", code="invalid_field")
+        if count > max_entries:
+            raise ConfigError(f"{where} holds more than {max_entries} entries", code="invalid_field")
         words[lang] = {_word(where, word): _phonemes(where, word, ph) for word, ph in entries.items()}
-    return Lexicon(words, hashlib.sha256(raw).hexdigest())
+    return Lexicon(words, digest)
 
 
 def _word(where: str, word: str) -> str:
     if not _WORD.fullmatch(word) or len(word) > MAX_WORD_CHARS:
         raise ConfigError(
-            f"{where}: expected one word of at most {MAX_WORD_CHARS} characters, got {word!r}",
+            f"{where}: expected one word of at most {MAX_WORD_CHARS} characters, got {reprlib.repr(word)}",
             code="invalid_field",
         )
     return word.lower()

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from koe.errors import ConfigError
 from koe.g2p.symbols import unknown_symbols
+from koe.text.languages.scripts import check_script
 from koe.text.markup import INVALID_MARKUP, PhonemeRun, Run, runs
-from koe.text.ssml import is_ssml, read
+from koe.text.ssml import PLAIN, is_ssml, read
 
 
 def checked_runs(text: str) -> list[Run]:
@@ -34,12 +35,17 @@ def checked_runs(text: str) -> list[Run]:
     return parsed
 
 
-def check_markup(text: str) -> None:
-    """Refuse a whole text whose markup cannot be honoured, before any of it is synthesized (the routes
-    that take the whole text; a stream's segments are checked one by one, where they are decoded). A text
-    that starts with ``<speak`` is SSML (:mod:`koe.text.ssml`), checked as what it reads as.
+def check_text(text: str, lang: str) -> None:
+    """Refuse a whole text that cannot be spoken as written, before any of it is synthesized (the routes that
+    take the whole text; a stream's segments are checked one by one, where they are decoded): its markup
+    cannot be honoured, or it holds a script its language cannot read. A text that starts with ``<speak`` is
+    SSML (:mod:`koe.text.ssml`), checked as what it reads as, each ``<lang>`` span in its own language.
 
     Raises:
-        ConfigError: ``invalid_markup``: malformed SSML, or as :func:`checked_runs`.
+        ConfigError: ``invalid_markup``: malformed SSML, or as :func:`checked_runs`;
+            ``unsupported_script``: see :func:`koe.text.languages.scripts.check_script`.
     """
-    checked_runs(read(text).text if is_ssml(text) else text)
+    parts = read(text).parts() if is_ssml(text) else [(text, PLAIN)]
+    for part, style in parts:
+        check_script(part, style.lang or lang)
+        checked_runs(part)

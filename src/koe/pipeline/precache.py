@@ -24,11 +24,10 @@ from koe.engine.voices import AMERICAN, language_of, parse_blend
 from koe.errors import ConfigError, KoeError, VoiceError
 from koe.pipeline.cache import segment_key
 from koe.pipeline.job import SegmentJob
-from koe.pipeline.markup import check_markup
+from koe.pipeline.markup import check_text
 from koe.pipeline.stream import MIN_HINT_CHARS, own_chars
 from koe.pipeline.synthesizer import Synthesizer
 from koe.text.languages.lookup import rules_for, segmenter_for
-from koe.text.languages.scripts import check_script
 from koe.text.segment import Segment
 
 logger = logging.getLogger(__name__)
@@ -99,8 +98,7 @@ def parse_openers(spec: str | None, default_voice: str) -> dict[str, tuple[str, 
         lang = language_of(blend[0][0]).code  # a blend of languages is refused when the voice is resolved
         for text in texts:
             try:
-                check_script(text, lang)
-                check_markup(text)
+                check_text(text, lang)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {voice!r}: {exc.message}", code=exc.code) from exc
         openers[voice] = tuple(texts)

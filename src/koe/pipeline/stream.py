@@ -28,7 +28,7 @@ import numpy as np
 
 from koe.engine.base import Cancel
 from koe.engine.timing import FRAME_SAMPLES
-from koe.errors import OverloadedError
+from koe.errors import ConfigError, OverloadedError
 from koe.pipeline.cache import CachedSegment, CacheKey, SegmentCache, segment_key
 from koe.pipeline.job import Part, SegmentJob
 from koe.pipeline.listener import Listener, Progress
@@ -41,8 +41,8 @@ from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.text.boundary import ends_at_pause
 from koe.text.languages.lookup import rules_for
 from koe.text.normalize import Alignment
-from koe.text.segment import Segment, Segmenter
-from koe.text.ssml import Read, is_ssml, located, read
+from koe.text.segment import MAX_SEGMENT_CHARS, Segment, Segmenter
+from koe.text.ssml import PLAIN, Read, Style, is_ssml, located, read
 from koe.types import SAMPLE_RATE, Audio
 
 logger = logging.getLogger(__name__)
@@ -59,9 +59,11 @@ LATE_SHARE = 0.7
 _NOTHING = Read("", Alignment((), ()))
 #: The buffered text is compacted once this much of it has been fed (keeps appends O(1) amortized).
 _COMPACT_AT_CHARS = 4096
-#: Text fed to the segmenter in one go before the event loop gets a turn: segmenting runs on the loop,
-#: and a long text with nothing to cut in it (a code block, a page of symbols) must not hold it.
-FEED_SLICE_CHARS = 1000
+#: Text fed to the segmenter in one go before the event loop gets a turn: segmenting and normalizing run on
+#: the loop, at a cost linear in the text, and neither a long text with nothing to cut in it (a code block,
+#: a page of symbols) nor one long word (a number of thousands of digits) must hold it. A longest segment's
+#: worth: a slice cuts and normalizes about one segment.
+FEED_SLICE_CHARS = MAX_SEGMENT_CHARS
 
 
 def own_chars(english_chars: int, weight: float) -> int:
@@ -142,6 +144,13 @@ class SegmentStream:
         #: SSML and what it reads as (then the buffer holds that text)
         self._ssml: bool | None = None
         self._read: tuple[str, Read] | None = None
+        #: an SSML turn's segments spoken in a style of their own (by where they start in the SSML), and the
+        #: voice of each style
+        self._styles: dict[int, Style] = {}
+        self._styled: dict[Style, Voice] = {}
+        #: the finished SSML being read in a thread: a read costs time linear in the text, too long for the
+        #: event loop (~0.1 s for 20,000 characters: a one-off, 2026-12-03, this 2-core machine)
+        self._reading: asyncio.Future[Read | ConfigError] | None = None
         self._cut: deque[Segment] = deque()
         self._in_flight: deque[_InFlight] = deque()
         self._finishing = False
@@ -156,7 +165,11 @@ class SegmentStream:
     def working(self) -> bool:
         """Whether the listener is waiting on synthesis: segments cut, queued or running, or text still
         being segmented; not when the turn waits for more text."""
-        return bool(self._in_flight or self._cut) or self._sliced
+        return bool(self._in_flight or self._cut) or self._sliced or self._reading_ssml
+
+    @property
+    def _reading_ssml(self) -> bool:
+        return self._reading is not None and self._read is None
 
     def add(self, text: str) -> None:
         """More text of the turn (any size, any split)."""
@@ -259,19 +272,20 @@ class SegmentStream:
             segment = self._cut_one()
             if segment is None:
                 return
-            key = segment_key(self._speech.identity, self.voice, segment.spoken_text) if self._cache else None
+            voice = self._voice_of(segment)
+            key = segment_key(self._speech.identity, voice, segment.spoken_text) if self._cache else None
             hit = self._cache.get(key) if self._cache is not None and key is not None else None
             if hit is not None:
                 self._replay(segment, hit)
                 continue
-            estimate = self._cost.audio_s(self._chars(segment), self.voice.speed)
+            estimate = self._cost.audio_s(self._chars(segment), voice.speed)
             windowed = self._decode_windowed(segment, estimate)
             progress = self.listener.track(estimate)
             cancel = Cancel()
             job = SegmentJob(
                 self._speech,
                 segment,
-                self.voice,
+                voice,
                 cancel,
                 windowed=windowed,
                 buffered_s=self.listener.buffered_s if windowed else None,
@@ -365,7 +379,8 @@ class SegmentStream:
 
     def _feed(self) -> bool:
         """Feed the buffered text a word at a time until a segment is cut or the text runs out (flushing a
-        finished turn); ``False`` when this call's slice of text is used up (the rest waits for the next)."""
+        finished turn); ``False`` when this call's slice of text is used up (the rest waits for the next).
+        A word longer than what is left of the slice is fed in parts, as streamed tokens would be."""
         if not self._readable():
             return True
         slice_end = self._fed + FEED_SLICE_CHARS
@@ -373,7 +388,7 @@ class SegmentStream:
             if self._fed >= slice_end:
                 self._sliced = True
                 return False
-            word = _WORD.match(self._buffer, self._fed)
+            word = _WORD.match(self._buffer, self._fed, slice_end)
             assert word is not None  # the pattern matches at least one character before the end
             self._fed = word.end()
             self._cut.extend(self._located(self._segmenter.feed(word.group())))
@@ -399,10 +414,18 @@ class SegmentStream:
             return True
         if not self._finishing:
             return False
-        ssml = self._buffer
+        if self._reading is None:
+            self._reading = asyncio.get_running_loop().run_in_executor(None, _read_or_error, self._buffer)
+            self._reading.add_done_callback(lambda _: self._changed.set())
+        if not self._reading.done():
+            return False
+        ssml, said = self._buffer, self._reading.result()
         # malformed, the turn says nothing: the error is raised once, then the turn ends
         self._read, self._buffer, self._fed = (ssml, _NOTHING), "", 0
-        said = read(ssml)
+        if isinstance(said, ConfigError):
+            raise said
+        styles = {style for _, style in said.styles if style != PLAIN}
+        self._styled = {style: self._speech.styled(self.voice, style) for style in styles}
         self._read, self._buffer = (ssml, said), said.text
         return True
 
@@ -411,7 +434,18 @@ class SegmentStream:
         if self._read is None:
             return segments
         ssml, said = self._read
-        return [located(segment, said, ssml) for segment in segments]
+        out = []
+        for segment in segments:
+            style = said.style_at(segment.source_span[0])
+            out.append(located(segment, said, ssml))
+            if style != PLAIN:
+                self._styles[out[-1].source_span[0]] = style
+        return out
+
+    def _voice_of(self, segment: Segment) -> Voice:
+        """The voice ``segment`` is spoken in: the turn's, or its SSML style's."""
+        style = self._styles.get(segment.source_span[0])
+        return self.voice if style is None else self._styled[style]
 
     def _long_enough_to_window(self, first: Segment) -> Segment:
         """``first`` joined with the segments after it that the text already holds while it is too short
@@ -428,14 +462,15 @@ class SegmentStream:
         never past the segmenter's hard maximum (:attr:`Segmenter.max_chars`): text with no pause in it (a
         number thousands of digits long) would otherwise become one segment, whose G2P no cancel reaches.
         """
-        key = segment_key(self._speech.identity, self.voice, first.spoken_text)
+        voice = self._voice_of(first)
+        key = segment_key(self._speech.identity, voice, first.spoken_text)
         if self._cache is not None and key in self._cache:
             return first
         frames = self._speech.engine.capabilities.min_windowed_frames
         shortest_s = frames * FRAME_SAMPLES / SAMPLE_RATE
         self._segmenter.set_next_limit(own_chars(MIN_HINT_CHARS, self._weight))
         try:
-            while self._cost.audio_s(self._chars(first), self.voice.speed) < shortest_s or not ends_at_pause(
+            while self._cost.audio_s(self._chars(first), voice.speed) < shortest_s or not ends_at_pause(
                 first.spoken_text
             ):
                 if not self._cut and not self._feed():
@@ -444,6 +479,8 @@ class SegmentStream:
                     break  # the text holds no next segment yet
                 if len(first.text) + 1 + len(self._cut[0].text) > self._segmenter.max_chars:
                     break  # text without a pause (a long number) is not joined past a segment's limit
+                if self._voice_of(self._cut[0]) is not voice:
+                    break  # an SSML span in another style is spoken by another voice
                 first = first.joined(self._cut.popleft())
                 self._joined += 1
         finally:
@@ -453,3 +490,12 @@ class SegmentStream:
     def _chars(self, segment: Segment) -> int:
         """The segment's length in English characters of speech (what the cost model counts)."""
         return round(len(segment.spoken_text) * self._weight)
+
+
+def _read_or_error(ssml: str) -> Read | ConfigError:
+    """:func:`koe.text.ssml.read` in a worker thread, its ``ConfigError`` returned for the loop to raise (a
+    future's exception that nobody retrieves, the turn closed meanwhile, would be logged as an error)."""
+    try:
+        return read(ssml)
+    except ConfigError as exc:
+        return exc

@@ -10,7 +10,9 @@ across sessions when the server was given a batch group.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from koe.pipeline.cache import SegmentCache
 from koe.pipeline.job import Part, SegmentJob
@@ -54,9 +56,11 @@ class Synthesizer:
     cache: SegmentCache = field(default_factory=lambda: SegmentCache(0))
     batch: BatchGroup[SegmentJob, Part] | None = None
 
-    def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
-        """Raises ``VoiceError`` or ``ConfigError`` for a bad voice, speed or accent."""
-        return self.speech.voice(spec, speed, lang)
+    def voice(
+        self, spec: str, speed: float = 1.0, lang: str | None = None, lexicon: Mapping[str, Any] | None = None
+    ) -> Voice:
+        """Raises ``VoiceError`` or ``ConfigError`` for a bad voice, speed, accent or lexicon."""
+        return self.speech.voice(spec, speed, lang, lexicon)
 
     @property
     def first_windowed(self) -> bool:

@@ -1,4 +1,5 @@
-"""A turn's voice, resolved once: the style table, the language and the speed every segment is spoken with."""
+"""A turn's voice, resolved once: the style table, the language, the speed and the caller's lexicon every
+segment is spoken with."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from koe.engine.voices import VoiceBank
-from koe.pipeline.params import validate_lang, validate_speed
-from koe.text.languages.scripts import check_script
+from koe.pipeline.lexicon import Lexicon
 from koe.types import StyleTable
+from koe.wire.params import validate_lang, validate_speed
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +27,7 @@ class Voice:
     lang: str
     speed: float
     style_digest: str
-
-    def check_script(self, text: str) -> None:
-        """Raise ``ConfigError`` (``unsupported_script``) if ``text`` is in a script this voice's language
-        cannot read (kana for Spanish, hangul for any): transports with the whole text ask before
-        synthesizing; streamed segments are checked one by one."""
-        check_script(text, self.lang)
+    lexicon: Lexicon | None = None  # the caller's, consulted before the server's (koe.pipeline.lexicon)
 
 
 def style_digest(style: StyleTable) -> str:
@@ -39,9 +35,11 @@ def style_digest(style: StyleTable) -> str:
     return hashlib.sha256(np.ascontiguousarray(style, dtype=np.float32).tobytes()).hexdigest()
 
 
-def resolve_voice(voices: VoiceBank, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
+def resolve_voice(
+    voices: VoiceBank, spec: str, speed: float = 1.0, lang: str | None = None, lexicon: Lexicon | None = None
+) -> Voice:
     """Raises ``VoiceError`` (listing the valid names) for an unknown voice, a malformed blend or one mixing
     languages, and ``ConfigError`` for a speed out of range or an unknown language."""
     style = voices.resolve(spec)
     language = validate_lang(lang) if lang else voices.lang_of(spec)
-    return Voice(spec, style, language, validate_speed(speed), style_digest(style))
+    return Voice(spec, style, language, validate_speed(speed), style_digest(style), lexicon)

@@ -16,12 +16,14 @@ from typing import Any
 
 from koe.audio.formats import AudioFormat
 from koe.errors import ConfigError, KoeError, LimitError, ProtocolError
+from koe.pipeline.lexicon import caller_lexicon
 from koe.types import SAMPLE_RATE
 from koe.wire.body import JSON_MEDIA_TYPE, TEXT_MEDIA_TYPE, body_media_type
 from koe.wire.fields import (
     bool_field,
     format_field,
     lang_field,
+    lexicon_field,
     preview,
     request_id_field,
     sample_rate_field,
@@ -72,6 +74,7 @@ class SpeechRequest:
     timestamps: bool = False  # word timings: in the SSE events, or a JSON body with the audio in base64
     request_id: str | int | None = None  # named in the AWS sample's events
     lang: str | None = None  # how the text is read; None: the voice's language
+    lexicon: dict[str, dict[str, str]] | None = None  # the caller's (docs/pronunciation.md)
 
     @property
     def sse(self) -> bool:
@@ -108,6 +111,16 @@ def nonempty(text: str, name: str) -> str:
 
 def _lang(obj: Mapping[str, Any]) -> str | None:
     return None if obj.get("lang") is None else lang_field(obj["lang"])
+
+
+def _lexicon(obj: Mapping[str, Any]) -> dict[str, dict[str, str]] | None:
+    """The request's own lexicon, checked now: a bad one is a 400 naming ``lexicon``."""
+    if obj.get("lexicon") is None:
+        return None
+    with field_named("lexicon"):
+        lexicon = lexicon_field(obj["lexicon"])
+        caller_lexicon(lexicon)
+    return lexicon
 
 
 def parse_invocation(
@@ -166,6 +179,7 @@ def parse_invocation(
         body=Body.AWS_SSE if transport == _SSE else Body.AUDIO,
         request_id=request_id_field(obj.get("request_id")),
         lang=_lang(obj),
+        lexicon=_lexicon(obj),
     )
 
 
@@ -268,4 +282,5 @@ def parse_openai_speech(
         body=Body.OPENAI_SSE if sse else Body.AUDIO,
         timestamps=timestamps,
         lang=_lang(obj),
+        lexicon=_lexicon(obj),
     )

@@ -37,15 +37,15 @@ from koe.audio.encoder import body_encoder, encode_whole
 from koe.audio.formats import content_type
 from koe.logs import log_refusal
 from koe.pipeline.listener import Listener
-from koe.pipeline.markup import check_markup
+from koe.pipeline.markup import check_text
 from koe.pipeline.speaker import SegmentAudio, SegmentFailed, SegmentStarted, Speaker
-from koe.pipeline.words import SpokenWord
 from koe.server.metrics import Metrics
 from koe.server.requests import Body, SpeechRequest, field_named
 from koe.server.runtime import Runtime
 from koe.types import SAMPLE_RATE
 from koe.wire.messages import SynthesisComplete
 from koe.wire.streaming import HeldStreamingResponse
+from koe.wire.words import SpokenWord
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +63,8 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float, 
     synthesizer = held.enter_context(runtime.admitted("http"))
     try:
         with field_named("voice"):
-            voice = synthesizer.voice(request.voice, request.speed, request.lang)
-        voice.check_script(request.text)  # a 400 now rather than failed segments later
-        check_markup(request.text)
+            voice = synthesizer.voice(request.voice, request.speed, request.lang, request.lexicon)
+        check_text(request.text, voice.lang)  # a 400 now rather than failed segments later
         stream = synthesizer.stream(voice, Listener(), complete=_is_whole(request))
         stream.add(request.text)
         stream.finish()

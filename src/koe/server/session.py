@@ -20,9 +20,9 @@ from koe.errors import ConfigError, KoeError, LimitError, OverloadedError
 from koe.logs import ContextLogger, log_refusal
 from koe.pipeline.listener import Listener
 from koe.pipeline.synthesizer import Synthesizer
+from koe.server.dialects import SPECS
 from koe.server.outbox import CloseRequest, Outbox
 from koe.server.protocol import parse_message, parse_query
-from koe.server.replies import config_reply
 from koe.server.runtime import Runtime
 from koe.server.turn import Turn
 from koe.types import SAMPLE_RATE
@@ -30,14 +30,11 @@ from koe.wire.errors import route_of
 from koe.wire.messages import (
     Append,
     Cancel,
-    Cancelled,
     Close,
     Configure,
-    DeepgramCleared,
     Dialect,
     Error,
     Flush,
-    NimCommitted,
     Request,
     SessionOptions,
     TurnOptions,
@@ -57,8 +54,6 @@ _NO_TURN = -1
 #: when it closed the socket by itself first (its keepalive ping timed out on a client that stopped reading,
 #: or a frame was over ``ws_max_size``); for a session all of them mean the client is gone.
 SOCKET_GONE = (WebSocketDisconnect, WebSocketDisconnected, RuntimeError)
-#: Dialects whose audio is PCM16 whatever the session's format: the AWS sample's and NIM's.
-_PCM_ONLY = frozenset({Dialect.AWS, Dialect.NIM})
 
 
 class _SessionOver(Exception):
@@ -190,8 +185,9 @@ class Session:
             case Flush(dialect=dialect, last=last):
                 (self._open or self._start_turn(dialect)).finish(dialect, last=last)
                 self._open = None
-                if dialect is Dialect.NIM:  # acknowledged ahead of queued audio, as NIM does
-                    self._outbox.control(encode(NimCommitted()))
+                ack = SPECS[dialect].flush_ack
+                if ack is not None:  # acknowledged ahead of queued audio, as NIM does
+                    self._outbox.control(encode(ack))
             case Cancel(dialect=dialect):
                 self._cancel(dialect)
             case Configure(options=options, dialect=dialect):
@@ -231,13 +227,13 @@ class Session:
         """Apply ``options`` to turns opened from now on (all or nothing: a bad voice changes nothing)."""
         try:
             merged = options.over(self._options)
-            voice = self._synthesizer.voice(merged.voice, merged.speed, merged.lang)
+            voice = self._synthesizer.voice(merged.voice, merged.speed, merged.lang, merged.lexicon)
         except KoeError as exc:
             self._report(exc)
             return
         self._options = merged
         if reply:
-            self._outbox.control(encode(config_reply(dialect, self.id, voice, merged)))
+            self._outbox.control(encode(SPECS[dialect].config_reply(self.id, voice, merged)))
 
     def _start_turn(
         self, dialect: Dialect, overrides: SessionOptions | None = None, request_id: str | int | None = None
@@ -251,10 +247,10 @@ class Session:
                 code="too_many_turns",
             )
         options = (overrides or SessionOptions()).over(self._options)
-        if dialect in _PCM_ONLY:  # their contracts: PCM16 whatever the session's format
+        if SPECS[dialect].pcm_only:  # their contracts: PCM16 whatever the session's format
             options = SessionOptions(format=AudioFormat.PCM).over(options)
         synthesizer = self._synthesizer
-        voice = synthesizer.voice(options.voice, options.speed, options.lang)
+        voice = synthesizer.voice(options.voice, options.speed, options.lang, options.lexicon)
         speaker = synthesizer.speaker(synthesizer.stream(voice, self._listener), "ws")
         turn = Turn(
             self._next_turn,
@@ -272,7 +268,7 @@ class Session:
             self._speak(turn, previous), name=f"koe-turn-{self.id}-{turn.number}"
         )
         self._turns.append(turn)
-        if dialect is not Dialect.AWS:
+        if SPECS[dialect].opens_turns:
             self._open = turn
         return turn
 
@@ -304,8 +300,7 @@ class Session:
             number, self._next_turn = self._next_turn, self._next_turn + 1
         self._turns.clear()
         self._open = None
-        reply = DeepgramCleared(number) if dialect is Dialect.DEEPGRAM else Cancelled(number)
-        self._outbox.control(encode(reply))
+        self._outbox.control(encode(SPECS[dialect].cancelled(number)))
 
     def _close(self, dialect: Dialect) -> None:
         """Speak what is pending, then close normally."""

@@ -32,6 +32,7 @@ from koe.server.outbox import CloseRequest, Outbox
 from koe.server.runtime import Runtime
 from koe.server.session import CLOSE_GRACE_S, MAX_UNSENT_MESSAGES
 from koe.server.turn import split_frames
+from koe.text.ssml import is_ssml
 from koe.types import SAMPLE_RATE
 from koe.wire.errors import WS_NORMAL, route_of
 from koe.wire.wyoming import (
@@ -90,6 +91,11 @@ class _Answer:
     streamed: bool
     chars: int = 0
     task: asyncio.Task[None] | None = None
+    #: declared SSML (``text_format``) whose start is not yet known to be a ``<speak>`` root: held until it
+    #: is; None once known (or for plain text)
+    unrooted: str | None = None
+    #: what ends the text: the ``</speak>`` of the root given to a fragment
+    closing: str = ""
 
     @property
     def working(self) -> bool:
@@ -98,13 +104,31 @@ class _Answer:
 
     def add(self, text: str) -> None:
         self.chars += len(text)
-        if self.speaker is not None:
-            self.speaker.stream.add(text)
+        if self.speaker is None:
+            return
+        if self.unrooted is not None:
+            self.unrooted += text
+            if is_ssml(self.unrooted) is None:
+                return  # "<spe" may yet be a root
+            self._root()
+            return
+        self.speaker.stream.add(text)
 
     def finish(self) -> None:
         """Its text is complete."""
         if self.speaker is not None:
+            if self.unrooted is not None:
+                self._root()
+            self.speaker.stream.add(self.closing)
             self.speaker.stream.finish()
+
+    def _root(self) -> None:
+        """Pass on the held SSML, with a ``<speak>`` root if it has none (an SSML fragment)."""
+        assert self.speaker is not None and self.unrooted is not None
+        held, self.unrooted = self.unrooted, None
+        if not is_ssml(held):
+            held, self.closing = f"<speak>{held}", "</speak>"
+        self.speaker.stream.add(held)
 
 
 def language_voice(lang: str, default: str, synthesizer: Synthesizer) -> str:
@@ -307,16 +331,16 @@ class WyomingSession:
                 self._outbox.control(encode(info_of(self._synthesizer)))
             case Ping(text=text):
                 self._outbox.control(encode(Pong(text)))  # a liveness check: never behind audio
-            case Synthesize(text=text, voice=voice):
+            case Synthesize(text=text, voice=voice, ssml=ssml):
                 if self._open is not None:
                     return  # a streamed request's copy of its text, for servers that do not stream
-                answer = self._start(voice, streamed=False)
+                answer = self._start(voice, streamed=False, ssml=ssml)
                 self._add(answer, text)
                 answer.finish()
-            case SynthesizeStart(voice=voice):
+            case SynthesizeStart(voice=voice, ssml=ssml):
                 if self._open is not None:
                     raise ProtocolError("expected synthesize-stop before another synthesize-start")
-                self._open = self._start(voice, streamed=True)
+                self._open = self._start(voice, streamed=True, ssml=ssml)
             case SynthesizeChunk(text=text):
                 self._add(self._streamed("synthesize-chunk"), text)
             case SynthesizeStop():
@@ -356,8 +380,9 @@ class WyomingSession:
             return self._synthesizer.voice(language_voice(lang, default, self._synthesizer))
         return self._synthesizer.voice(default)
 
-    def _start(self, choice: VoiceChoice | None, *, streamed: bool) -> _Answer:
-        """A new request's answer, spoken after the others. A request whose voice koe cannot give gets its
+    def _start(self, choice: VoiceChoice | None, *, streamed: bool, ssml: bool) -> _Answer:
+        """A new request's answer, spoken after the others; ``ssml``: its text is SSML (a fragment gets a
+        ``<speak>`` root). A request whose voice koe cannot give gets its
         error now and is still answered in its turn, without audio, so that a client waiting for its end
         (Home Assistant waits for ``audio-stop`` or ``synthesize-stopped``) is not left waiting.
 
@@ -377,7 +402,7 @@ class WyomingSession:
             speaker = synthesizer.speaker(synthesizer.stream(self._voice(choice), self._listener), TRANSPORT)
         except KoeError as exc:
             self._report(exc)
-        answer = _Answer(self._next, speaker, streamed)
+        answer = _Answer(self._next, speaker, streamed, unrooted="" if ssml else None)
         self._next += 1
         previous = self._answers[-1].task if self._answers else None
         answer.task = self._tg.create_task(

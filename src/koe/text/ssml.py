@@ -6,8 +6,10 @@ expat, with no document type (so no entity is ever declared or expanded), at mos
 and :data:`MAX_ELEMENTS` elements; what it says becomes the text and markup the rest of koe already
 speaks: ``<break>`` a ``[pause:…]``, ``<phoneme>`` a ``[word](/phonemes/)`` (IPA mapped to Kokoro's
 symbols), ``<sub>`` its alias, ``<say-as>`` the form the normalizer reads, ``<p>`` and ``<s>`` line breaks
-(a segment ends there). Any other element is read as its text. Malformed SSML is an ``invalid_markup`` error
-with its line and column, never audio of its tags. docs/pronunciation.md lists what is read how.
+(a segment ends there). ``<prosody rate>`` and ``<lang>`` (and ``<speak xml:lang>``) give their span a
+:class:`Style` of its own, a segment ending at each of its edges. Any other element is read as its text.
+Malformed SSML is an ``invalid_markup`` error with its line and column, never audio of its tags.
+docs/pronunciation.md lists what is read how.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from xml.parsers import expat
 
 from koe.errors import ConfigError
+from koe.languages import language
 from koe.text.markup import INVALID_MARKUP, MAX_PHONEME_CHARS, MAX_WORD_CHARS, pause_seconds
 from koe.text.normalize import Alignment
 from koe.text.segment import Segment
@@ -37,6 +40,13 @@ _IPA_SYMBOL = re.compile("|".join(sorted(map(re.escape, _IPA), key=len, reverse=
 #: Kokoro's own alphabet (misaki's), taken as written.
 _KOKORO = frozenset({"kokoro", "x-kokoro", "misaki"})
 _ORDINAL = re.compile(r"\d{1,12}")
+#: ``<prosody rate>``'s words as a multiple of the voice's speed.
+RATES = {"x-slow": 0.6, "slow": 0.8, "medium": 1.0, "default": 1.0, "fast": 1.25, "x-fast": 1.5}
+#: ``<prosody rate>`` as a percentage of the normal rate (``80%``), a change of it (``+20%``) or a multiple
+#: (``1.2``).
+_RATE = re.compile(r"(?P<sign>[+-]?)(?P<number>\d{1,4}(?:\.\d{1,4})?)(?P<percent>%?)")
+#: The styled elements: a segment ends at each of their edges.
+_STYLING = frozenset({"prosody", "lang"})
 _SPEAK = re.compile(r"\s*<speak[\s>/]")
 
 
@@ -49,12 +59,35 @@ def is_ssml(text: str) -> bool | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Style:
+    """How a span of SSML is spoken when not as the turn's voice speaks: ``rate`` times its speed, and in
+    ``lang`` (koe's code; None: the turn's) by a voice of that language."""
+
+    rate: float = 1.0
+    lang: str | None = None
+
+
+PLAIN = Style()
+
+
+@dataclass(frozen=True, slots=True)
 class Read:
     """What an SSML document says: ``text`` (koe's text and inline markup) and, per character of it, the
-    span of the SSML it came from."""
+    span of the SSML it came from; ``styles``: where in ``text`` each :class:`Style` starts (the first at
+    0), in order."""
 
     text: str
     alignment: Alignment
+    styles: tuple[tuple[int, Style], ...] = ((0, PLAIN),)
+
+    def style_at(self, at: int) -> Style:
+        """The style of ``text``'s character ``at``."""
+        return self.styles[bisect.bisect_right(self.styles, at, key=lambda change: change[0]) - 1][1]
+
+    def parts(self) -> list[tuple[str, Style]]:
+        """``text`` in its spans of one style each, in order."""
+        edges = [at for at, _ in self.styles[1:]] + [len(self.text)]
+        return [(self.text[at:end], style) for (at, style), end in zip(self.styles, edges, strict=True)]
 
 
 def located(segment: Segment, read: Read, ssml: str) -> Segment:
@@ -120,7 +153,7 @@ def read(ssml: str) -> Read:
             if stack and collected is stack[-1][1]:
                 continue
             _close(opened, collected, end, out)
-    return Read("".join(out.chars), Alignment(tuple(out.starts), tuple(out.ends)))
+    return Read("".join(out.chars), Alignment(tuple(out.starts), tuple(out.ends)), tuple(out.styles))
 
 
 #: Elements whose text is said otherwise than as written: gathered, then said at their end.
@@ -135,6 +168,25 @@ class _Out:
         self.chars: list[str] = []
         self.starts: list[int] = []
         self.ends: list[int] = []
+        self.styles: list[tuple[int, Style]] = [(0, PLAIN)]
+        self._open_styles: list[Style] = [PLAIN]  # one per open element, styled or not
+
+    def restyle(self, style: Style, start: int, end: int) -> None:
+        """The text from here on is spoken in ``style`` (an element opened; the open one's, one closed), a
+        segment ending here when that changes how it is spoken."""
+        if style == self.styles[-1][1]:
+            return
+        self.said("\n", start, end)
+        self.styles.append((len(self.chars), style))
+
+    def enter(self, event: _Event) -> None:
+        style = _styled(self._open_styles[-1], event)
+        self._open_styles.append(style)
+        self.restyle(style, event.at, event.at)
+
+    def leave(self, at: int) -> None:
+        self._open_styles.pop()
+        self.restyle(self._open_styles[-1], at, at)
 
     def text(self, data: str, start: int, end: int) -> None:
         """``data``, read from ``[start, end)`` of the SSML."""
@@ -159,6 +211,7 @@ class _Out:
 
 
 def _open(event: _Event, end: int, out: _Out) -> None:
+    out.enter(event)
     if event.name == "break":
         milliseconds = round(_break_s(event) * 1000)
         out.said(f" [pause:{milliseconds}ms] " if milliseconds else " ", event.at, end)
@@ -167,6 +220,11 @@ def _open(event: _Event, end: int, out: _Out) -> None:
 
 
 def _close(opened: _Event, collected: list[tuple[str, int, int]], end: int, out: _Out) -> None:
+    _said_at_close(opened, collected, end, out)
+    out.leave(end)
+
+
+def _said_at_close(opened: _Event, collected: list[tuple[str, int, int]], end: int, out: _Out) -> None:
     name, attrs = opened.name, opened.attrs
     if name in ("p", "s"):
         out.said("\n", opened.at, end)
@@ -190,6 +248,48 @@ def _close(opened: _Event, collected: list[tuple[str, int, int]], end: int, out:
         text = "".join(data for data, _, _ in collected)
         start = collected[0][1] if collected else opened.at
         out.said(f" {_say_as(attrs.get('interpret-as', ''), text.strip())} ", start, end)
+
+
+def _styled(outer: Style, event: _Event) -> Style:
+    """The style inside ``event``'s element, within ``outer``: a rate multiplies the outer one; a language
+    (``xml:lang``, on ``<lang>`` or the root) replaces it."""
+    if event.name not in _STYLING and event.name != "speak":
+        return outer
+    style = outer
+    code = event.attrs.get("xml:lang")
+    if code is not None:
+        try:
+            style = Style(style.rate, language(code).code)
+        except ConfigError as exc:
+            raise _error(f"<{event.name} xml:lang>: {exc.message}", event.at) from exc
+    rate = event.attrs.get("rate")
+    if event.name == "prosody" and rate is not None:
+        style = Style(style.rate * _rate(rate, event.at), style.lang)
+    return style
+
+
+def _rate(rate: str, at: int) -> float:
+    """``<prosody rate>`` as a multiple of the speed."""
+    word = rate.strip().lower()
+    if word in RATES:
+        return RATES[word]
+    found = _RATE.fullmatch(word)
+    if found is None:
+        raise _error(
+            f"expected <prosody rate> one of {', '.join(RATES)}, a percentage (80%, +20%) or a multiple "
+            f"(1.2), got {rate[:40]!r}",
+            at,
+        )
+    number = float(found["number"])
+    if not found["percent"]:
+        value = number if not found["sign"] else 1.0 + (number if found["sign"] == "+" else -number)
+    elif found["sign"]:
+        value = 1.0 + (number if found["sign"] == "+" else -number) / 100
+    else:
+        value = number / 100
+    if value <= 0:
+        raise _error(f"expected <prosody rate> above zero, got {rate[:40]!r}", at)
+    return value
 
 
 def _break_s(event: _Event) -> float:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, cast
 
 from koe.audio.formats import AudioFormat, check_sample_rate, parse_format
 from koe.errors import ConfigError, LimitError, ProtocolError
-from koe.pipeline.params import validate_lang, validate_speed
+from koe.wire.params import validate_lang, validate_speed
 
 #: A voice spec longer than this is no voice or blend we could hold (names, weights and '+').
 MAX_VOICE_CHARS = 200
@@ -158,6 +158,20 @@ def format_field(value: object, allowed: Collection[AudioFormat], names: Collect
 
 def stream_format_field(value: object) -> AudioFormat:
     return format_field(value, STREAM_FORMATS, STREAM_FORMATS.values())
+
+
+def lexicon_field(value: object) -> dict[str, dict[str, str]]:
+    """A caller's lexicon as it travels: an object of language → object of word → phonemes (its words and
+    phonemes are checked against the model where it is used: :func:`koe.pipeline.lexicon.caller_lexicon`)."""
+    if not isinstance(value, dict) or not all(
+        isinstance(words, dict) and all(isinstance(ph, str) for ph in words.values())
+        for words in value.values()
+    ):
+        raise _invalid(
+            'lexicon must be an object of language → object of word → phonemes, such as {"en-us": {"koe": '
+            f'"kˈOA"}}}}; got {preview(value)}'
+        )
+    return cast(dict[str, dict[str, str]], value)
 
 
 def lang_field(value: object) -> str:

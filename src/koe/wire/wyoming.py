@@ -39,8 +39,9 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 #: A ``ping``'s text, echoed in its ``pong``: a satellite sends a short token or nothing; an echo is no place
 #: for a whole answer.
 MAX_PING_CHARS = 1024
-#: The only ``text_format`` taken: plain text (SSML's tags would be read out).
-TEXT_FORMAT = "text"
+#: The ``text_format`` values taken: plain text (where a text that starts with ``<speak`` is SSML, as on
+#: every koe transport) and SSML (a fragment without its ``<speak>`` root gets one).
+TEXT_FORMATS = ("text", "ssml")
 #: Kokoro's output as Wyoming describes audio: 16-bit samples, one channel.
 SAMPLE_WIDTH = 2
 CHANNELS = 1
@@ -189,6 +190,7 @@ class Synthesize:
 
     text: str
     voice: VoiceChoice | None = None
+    ssml: bool = False  # ``text_format`` ``ssml``
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +198,7 @@ class SynthesizeStart:
     """``synthesize-start``: a streamed request opens; its text follows in chunks."""
 
     voice: VoiceChoice | None = None
+    ssml: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +232,7 @@ def parse_event(event: RawEvent, *, max_chars: int) -> ClientEvent:
         ProtocolError: a type a TTS server does not take, or a text that is no string.
         LimitError: a text over ``max_chars``, or a ping's over ``MAX_PING_CHARS`` (``text_too_long``).
         ConfigError: a voice that is no name or language tag, or a ``text_format`` other than plain text
-            (``invalid_field``). Whether koe has the voice or speaks the language is the session's to
+            or SSML (``invalid_field``). Whether koe has the voice or speaks the language is the session's to
             find out: the request is well formed, and is answered (with an error) in its turn.
     """
     data = event.data
@@ -237,11 +240,9 @@ def parse_event(event: RawEvent, *, max_chars: int) -> ClientEvent:
         case "describe":
             return Describe()
         case "synthesize":
-            _check_text_format(data)
-            return Synthesize(text_field(data, max_chars), _voice(data))
+            return Synthesize(text_field(data, max_chars), _voice(data), _is_ssml(data))
         case "synthesize-start":
-            _check_text_format(data)
-            return SynthesizeStart(_voice(data))
+            return SynthesizeStart(_voice(data), _is_ssml(data))
         case "synthesize-chunk":
             return SynthesizeChunk(text_field(data, max_chars))
         case "synthesize-stop":
@@ -253,12 +254,15 @@ def parse_event(event: RawEvent, *, max_chars: int) -> ClientEvent:
     )
 
 
-def _check_text_format(data: Mapping[str, Any]) -> None:
+def _is_ssml(data: Mapping[str, Any]) -> bool:
+    """Whether the request's ``text_format`` says its text is SSML."""
     text_format = data.get("text_format")
-    if text_format is not None and text_format != TEXT_FORMAT:
+    if text_format is not None and text_format not in TEXT_FORMATS:
         raise ConfigError(
-            f"text_format must be {TEXT_FORMAT!r}, got {preview(text_format)}", code="invalid_field"
+            f"text_format must be one of {', '.join(TEXT_FORMATS)}, got {preview(text_format)}",
+            code="invalid_field",
         )
+    return text_format == "ssml"
 
 
 def _voice(data: Mapping[str, Any]) -> VoiceChoice | None:
