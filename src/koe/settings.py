@@ -67,6 +67,12 @@ class Settings(Group):
         description="a JSON file of words said with given phonemes, per language, before G2P "
         "([pronunciation.md](pronunciation.md#lexicon))",
     )
+    lazy_g2p: bool = Field(
+        False,
+        description="a language's G2P built on its first use, not before `/ping` is 200: a start takes "
+        "less time and memory, and that first use holds every session for up to seconds (building holds "
+        "Python's lock) ([Cold start](#cold-start))",
+    )
     workers: Count = Field(2, description="synthesis calls at once (`--workers`)")
     threads_per_worker: Count = Field(
         2, description="ONNX Runtime intra-op threads of each worker (`--threads`)"

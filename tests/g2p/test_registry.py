@@ -93,5 +93,15 @@ def test_a_missing_optional_dependency_names_the_command_that_installs_it(
     registry.check("es")  # espeak needs nothing more
 
 
+def test_installed_leaves_out_a_language_whose_dependency_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = registry_module.importlib.util.find_spec
+    monkeypatch.setattr(
+        registry_module.importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "jieba" else real(name, *args),
+    )
+    assert G2PRegistry().installed() == ("en-us", "en-gb", "es", "fr", "hi", "it", "ja", "pt-br")
+
+
 def test_the_default_registry_builds_every_language() -> None:
     assert G2PRegistry().langs == ("en-us", "en-gb", "es", "fr", "hi", "it", "ja", "pt-br", "zh")

@@ -12,7 +12,9 @@ from koe.engine.voices import VoiceBank
 from koe.g2p.registry import G2PRegistry
 from koe.pipeline import speech as speech_module
 from koe.pipeline.speech import Speech, SpeechOptions
-from support.fake import FakeEngine
+from koe.text.languages.lookup import rules_for
+from koe.text.normalize import _compiled
+from support.fake import FakeEngine, FakeG2P
 
 WAIT_S = 30.0
 
@@ -68,3 +70,16 @@ def test_work_beside_the_g2p_has_the_voices_a_blended_default_voice_is_made_of(
 
     Speech.load(SpeechOptions(warmup=False, required_voices=("af_heart+am_michael",)), beside_g2p=beside)
     assert seen == [("af_heart", "am_michael")]
+
+
+def test_a_language_built_at_load_has_its_text_rules_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its first normalize then compiles nothing: that runs on the server's event loop, tens of ms a
+    language."""
+    monkeypatch.setattr(speech_module, "load_engine", lambda options, source: FakeEngine())
+    monkeypatch.setattr(G2PRegistry, "get", lambda registry, lang: FakeG2P(lang))
+    _compiled.cache_clear()
+    Speech.load(SpeechOptions(warmup=False, langs=("es", "zh")))
+    compiled = _compiled.cache_info().misses
+    for lang, text in (("es", "Hola, 2 amigos."), ("zh", "你好，2个朋友。")):
+        assert rules_for(lang).normalize(text).spoken
+    assert _compiled.cache_info().misses == compiled

@@ -1,6 +1,7 @@
-"""Segmenting pathological text, or encoding a complete file or a streamed body, never holds the event
-loop: at most a slice of text is segmented before every other connection gets its turn, a file and each
-part of a streamed body are encoded in a thread, and ``/ping`` answers while any of it goes on.
+"""Segmenting pathological text, reading SSML, or encoding a complete file or a streamed body, never holds
+the event loop: at most a slice of text (of a long word too) is segmented before every other connection
+gets its turn, an SSML document, a file and each part of a streamed body are read or encoded in a thread,
+and ``/ping`` answers while any of it goes on.
 
 The loop's turns are counted by a callback that re-schedules itself on every turn; each call of the
 segmenter records the turn it ran in. Without slicing, a 20,000-character request of ``"| "`` was segmented
@@ -24,6 +25,7 @@ from websockets.asyncio.client import connect
 
 from koe.audio import encoder
 from koe.audio.encoder import encode_whole
+from koe.pipeline import stream
 from koe.pipeline.stream import FEED_SLICE_CHARS
 from koe.server import responses
 from koe.text.segment import Segmenter
@@ -126,6 +128,45 @@ def test_a_98k_character_turn_of_dense_punctuation_is_segmented_a_slice_per_loop
     work.join()
     assert sum(turns.fed.values()) >= len(text) - LONGEST_WORD
     assert turns.most_fed_in_one_turn() <= FEED_SLICE_CHARS + LONGEST_WORD
+
+
+def test_a_20000_digit_number_is_segmented_a_slice_per_loop_turn(
+    fake_server: LiveServer, turns: LoopTurns
+) -> None:
+    """A word is fed to the segmenter in slices too: fed whole, all of the number's segments were normalized
+    in one loop turn (0.46 s for a 20,000-digit English number: a one-off, 2026-12-03, this 2-core
+    machine)."""
+    half = "5" * 10_000  # a message holds at most 16,000 characters: the number comes in two
+
+    async def main() -> None:
+        async with connect(fake_server.ws_url + "/v1/stream") as ws:
+            await send(ws, {"type": "append", "text": f"The number is {half}"})
+            await send(ws, {"type": "append", "text": f"{half} ok."})
+            await send(ws, {"type": "flush"})
+            await until(ws, of_type("flushed"))
+
+    run(main)
+    assert sum(turns.fed.values()) > FEED_SLICE_CHARS
+    assert turns.most_fed_in_one_turn() <= FEED_SLICE_CHARS
+
+
+def test_an_ssml_turn_is_read_in_a_thread_not_on_the_event_loop(
+    fake_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading SSML costs time linear in its text, read whole once the turn is finished: on the loop, a
+    20,000-character document held it for ~0.1 s (a one-off, 2026-12-03, this 2-core machine)."""
+    threads: list[threading.Thread] = []
+    read = stream.read
+
+    def recorded(ssml: str) -> Any:
+        threads.append(threading.current_thread())
+        return read(ssml)
+
+    monkeypatch.setattr(stream, "read", recorded)
+    body = {"text": "<speak>Hello <break time='200ms'/> there.</speak>", "format": "pcm"}
+    response = httpx.post(fake_server.http_url + "/invocations", json=body, timeout=WAIT_S)
+    assert response.status_code == 200 and len(response.content) > 0
+    assert len(threads) == 1 and threads[0] is not fake_server.thread
 
 
 #: How long segmenting each slice's worth of the flood below holds the loop: pathological text made slow on

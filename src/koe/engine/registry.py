@@ -25,6 +25,9 @@ class EngineOptions:
     graph_optimization: str = "all"  # ONNX Runtime's level: "basic" | "extended" | "all"
     device: str | None = None  # torch: "cpu", "cuda", "cuda:N"; None picks CUDA when there is one
     max_batch: int | None = None  # torch: None keeps the engine's default
+    #: ONNX Runtime's intra-op threads spin between operators; off where the engine's threads outnumber the
+    #: cores (Settings: workers × threads_per_worker), so that no spinning thread holds a core another needs
+    spin: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINES:
@@ -54,6 +57,8 @@ def load_engine(options: EngineOptions, source: ModelSource) -> Engine:
 
     return OnnxEngine(
         source.model_bytes(),
-        OnnxOptions(threads=options.threads, graph_optimization=options.graph_optimization),
+        OnnxOptions(
+            threads=options.threads, graph_optimization=options.graph_optimization, spin=options.spin
+        ),
         MODEL_SHA256 if source.model_path is None else None,  # the packaged bytes were verified against it
     )

@@ -1,4 +1,4 @@
-"""Each language's G2P, built on first use: a server that speaks only English never loads Japanese.
+"""Each language's G2P, built at load (the languages a caller names) or on first use.
 
 Building takes seconds (misaki's English lexicon and spaCy ~2.5 s, OpenJTalk ~1 s, jieba's dictionary
 ~1.6 s), so a G2P is built once, by whichever thread needs it first, while others needing the same one wait
@@ -48,6 +48,11 @@ def _builders() -> dict[str, Builder]:
     return builders
 
 
+def _missing(lang: str) -> list[str]:
+    """The modules ``lang``'s G2P imports that are not installed."""
+    return [module for module in _NEEDS.get(lang, ((), ""))[0] if importlib.util.find_spec(module) is None]
+
+
 def _given(g2p: G2P) -> Builder:
     return lambda registry: g2p
 
@@ -88,13 +93,17 @@ class G2PRegistry:
             raise ConfigError(f"lang {lang} has no G2P here; available: {', '.join(self.langs)}")
         if lang in self._built:
             return
-        modules, command = _NEEDS.get(lang, ((), ""))
-        missing = [module for module in modules if importlib.util.find_spec(module) is None]
+        missing = _missing(lang)
         if missing:
+            command = _NEEDS[lang][1]
             raise AssetError(
                 f"lang {lang} needs {', '.join(missing)}, which is not installed: `{command}`",
                 code="language_unavailable",
             )
+
+    def installed(self) -> tuple[str, ...]:
+        """The languages whose G2P can be built here (built or not): those whose dependency is installed."""
+        return tuple(lang for lang in self.langs if lang in self._built or not _missing(lang))
 
     def get(self, lang: str) -> G2P:
         """The G2P of ``lang``, built now if it is the first use (blocks for seconds then).

@@ -12,6 +12,7 @@ by step (:meth:`SegmentDecode.open`), or in two halves around an engine call sha
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -42,9 +43,9 @@ from koe.errors import VoiceError
 from koe.g2p.base import G2P
 from koe.g2p.chunk import G2P_CHUNK_CHARS, G2P_LONG_CHUNK_CHARS, split_phonemes, split_text
 from koe.g2p.registry import G2PRegistry
-from koe.pipeline.lexicon import Lexicon, load_lexicon
+from koe.languages import language
+from koe.pipeline.lexicon import Lexicon, caller_lexicon, load_lexicon
 from koe.pipeline.markup import checked_runs
-from koe.pipeline.params import validate_lang
 from koe.pipeline.seams import ONSET_QUIET_S, SEGMENT_END_QUIET_S, Trim, quiet_end, quiet_start, trim
 from koe.pipeline.voice import Voice, resolve_voice
 from koe.settings import Settings
@@ -52,8 +53,9 @@ from koe.text.languages.lookup import rules_for, segmenter_for
 from koe.text.languages.scripts import check_script
 from koe.text.markup import PauseRun, PhonemeRun, TextRun
 from koe.text.segment import Segment
-from koe.text.ssml import is_ssml, read
+from koe.text.ssml import PLAIN, Style, is_ssml, read
 from koe.types import SAMPLE_RATE, Audio
+from koe.wire.params import MAX_SPEED, MIN_SPEED, validate_lang
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +94,7 @@ class SpeechOptions:
             threads=settings.threads_per_worker,
             device=settings.device,
             max_batch=settings.batch_max_segments,
+            spin=settings.workers * settings.threads_per_worker <= len(os.sched_getaffinity(0)),
         )
         options = cls(
             engine=engine,
@@ -185,17 +188,37 @@ class Speech:
         """The same voices and G2P in front of another engine (to compare backends on equal terms)."""
         return Speech(engine, self.voices, self.g2p, lexicon=self.lexicon)
 
-    def voice(self, spec: str, speed: float = 1.0, lang: str | None = None) -> Voice:
-        """``spec`` resolved for a turn, its language's G2P starting to build if it is not yet.
+    def voice(
+        self, spec: str, speed: float = 1.0, lang: str | None = None, lexicon: Mapping[str, Any] | None = None
+    ) -> Voice:
+        """``spec`` resolved for a turn, its language's G2P starting to build if it is not yet; ``lexicon``:
+        the caller's (:func:`koe.pipeline.lexicon.caller_lexicon`).
 
         Raises:
-            VoiceError, ConfigError: see :func:`resolve_voice`. AssetError: the language's G2P is not
-            installed (``language_unavailable``, naming the command that installs it).
+            VoiceError, ConfigError: see :func:`resolve_voice`; ``invalid_field`` for a bad lexicon.
+            AssetError: the language's G2P is not installed (``language_unavailable``, naming the command
+            that installs it).
         """
-        voice = resolve_voice(self.voices, spec, speed, lang)
+        checked = None if lexicon is None else caller_lexicon(lexicon)
+        voice = resolve_voice(self.voices, spec, speed, lang, checked)
         self.g2p.check(voice.lang)
         self.g2p.prepare(voice.lang)
         return voice
+
+    def styled(self, voice: Voice, style: Style) -> Voice:
+        """``voice`` as an SSML span in ``style`` is spoken (:class:`koe.text.ssml.Style`): at its speed times
+        the rate, held within koe's range; in another language by one of that language's voices
+        (:meth:`VoiceBank.speaker_of`), in an accent of its own language by itself.
+
+        Raises:
+            VoiceError, AssetError: see :meth:`voice`.
+        """
+        lang = style.lang or voice.lang
+        spec = voice.spec
+        if language(lang).family != language(voice.lang).family:
+            spec = self.voices.speaker_of(lang, like=voice.spec)
+        styled = self.voice(spec, min(MAX_SPEED, max(MIN_SPEED, voice.speed * style.rate)), lang)
+        return replace(styled, lexicon=voice.lexicon)
 
     def phonemize(self, text: str, lang: str = AMERICAN) -> list[str]:
         """Phoneme pieces of ``text``, each within the model's window (pauses left out); ``[]`` when nothing
@@ -203,7 +226,11 @@ class Speech:
         return [piece.phonemes for piece in self.phonemize_words(text, lang) if piece.phonemes]
 
     def phonemize_words(
-        self, text: str, lang: str = AMERICAN, cancel: threading.Event | None = None
+        self,
+        text: str,
+        lang: str = AMERICAN,
+        cancel: threading.Event | None = None,
+        lexicon: Lexicon | None = None,
     ) -> list[PhonemePiece]:
         """Like :meth:`phonemize`, with each piece's words (to time them with the engine's durations).
 
@@ -212,7 +239,7 @@ class Speech:
         a cancel waits for one chunk's G2P at most. Pronunciation markup (:mod:`koe.text.markup`) is
         honoured: a ``[word](/phonemes/)`` gets those phonemes, timed as one word, and a pause is a piece of
         its own (``pause_s``, no phonemes), so that no engine call makes its silence; then a word the
-        server's lexicon holds gets its phonemes.
+        caller's ``lexicon`` holds gets its phonemes, then one the server's holds.
 
         Raises:
             ConfigError: ``text`` is in a script ``lang`` cannot read (``unsupported_script``); its markup
@@ -223,8 +250,9 @@ class Speech:
         if not text.strip():
             return []
         runs = checked_runs(text)
-        if self.lexicon is not None:
-            runs = self.lexicon.applied(text, runs, lang)
+        for held in (lexicon, self.lexicon):
+            if held is not None:
+                runs = held.applied(text, runs, lang)
         check_script(" ".join(text[run.start : run.end] for run in runs if isinstance(run, TextRun)), lang)
         g2p = self.g2p.get(lang)
         chars_per_char = rules_for(lang).chars_per_char
@@ -296,14 +324,15 @@ class Speech:
         starts with ``<speak`` is SSML (:mod:`koe.text.ssml`). Once
         ``cancel`` is set, what is left is not decoded (the audio then ends early)."""
         resolved = self.voice(voice, speed, lang)
-        segmenter = segmenter_for(resolved.lang)
-        if is_ssml(text):
-            text = read(text).text
+        parts = read(text).parts() if is_ssml(text) else [(text, PLAIN)]
         audio = []
-        for spoken in _utterances((*segmenter.feed(text), *segmenter.flush())):
-            decode = self.decode(spoken, resolved, cancel=cancel)
-            decode.open()
-            audio.append(decode.next_audio())
+        for part, style in parts:
+            segmenter = segmenter_for(resolved.lang)
+            spoken_as = resolved if style == PLAIN else self.styled(resolved, style)
+            for spoken in _utterances((*segmenter.feed(part), *segmenter.flush())):
+                decode = self.decode(spoken, spoken_as, cancel=cancel)
+                decode.open()
+                audio.append(decode.next_audio())
         return np.concatenate(audio) if audio else np.zeros(0, dtype=np.float32)
 
 
@@ -348,11 +377,20 @@ def _components(specs: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def installed_langs() -> tuple[str, ...]:
+    """The languages whose G2P can be built here (each one's optional dependency installed), for
+    :attr:`SpeechOptions.langs`."""
+    return G2PRegistry().installed()
+
+
 def _build_g2p(registry: G2PRegistry, langs: tuple[str, ...]) -> float:
-    """Build the G2P of ``langs`` now; the seconds it took."""
+    """Build the G2P of ``langs`` now, and compile each one's text rules (a language's first normalize
+    compiles them, tens of milliseconds, otherwise on the server's event loop as a stream cuts the
+    language's first segment); the seconds it took."""
     started = time.perf_counter()
     for lang in langs:
         registry.get(validate_lang(lang))
+        rules_for(lang).normalize("")
     return time.perf_counter() - started
 
 
@@ -549,7 +587,9 @@ class SegmentDecode:
         engine = self._speech.engine
         self._pieces = deque()
         words = _Words()
-        planned = self._speech.phonemize_words(self._text, self._voice.lang, self._cancel)
+        planned = self._speech.phonemize_words(
+            self._text, self._voice.lang, self._cancel, self._voice.lexicon
+        )
         if any(piece.pause_s for piece in planned):
             return self._open_paused(planned)
         for piece in planned:
@@ -602,7 +642,9 @@ class SegmentDecode:
     def requests(self) -> list[SynthesisRequest]:
         """G2P only: the engine requests of the whole segment (one per phoneme piece), for an engine call
         shared with other segments; :meth:`complete` takes that call's results."""
-        self._planned = self._speech.phonemize_words(self._text, self._voice.lang, self._cancel)
+        self._planned = self._speech.phonemize_words(
+            self._text, self._voice.lang, self._cancel, self._voice.lexicon
+        )
         return [self._request(piece) for piece in self._planned if not piece.pause_s]
 
     def complete(self, utterances: Sequence[Utterance]) -> tuple[list[WordTiming], Audio]:

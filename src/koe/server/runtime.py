@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 
 from koe.engine.assets import cache_dir
@@ -25,7 +26,7 @@ from koe.pipeline.batch import segment_batches
 from koe.pipeline.cache import SegmentCache
 from koe.pipeline.job import Part, SegmentJob
 from koe.pipeline.precache import parse_openers, precache
-from koe.pipeline.speech import Speech, SpeechOptions
+from koe.pipeline.speech import Speech, SpeechOptions, installed_langs
 from koe.pipeline.synthesizer import Synthesizer
 from koe.scheduler.batch import BatchGroup
 from koe.scheduler.cost import SegmentCost
@@ -62,11 +63,14 @@ def load_in_background(settings: Settings) -> Future[Speech]:
 
 def load_proven(settings: Settings, *, prove: bool = True) -> Speech:
     """The model of ``settings``, its engine's part of the warm-up proven while the G2P was being built
-    (:func:`koe.server.warmup.prove_engine`) unless ``prove`` is false."""
+    (:func:`koe.server.warmup.prove_engine`) unless ``prove`` is false. Every installed language's G2P is
+    built with it unless ``settings.lazy_g2p``: a build holds the GIL for up to seconds at a time (imports,
+    dictionaries), which on a serving process is a stall of every session's event loop."""
     proof = partial(prove_engine, voice=settings.default_voice)
-    return Speech.load(
-        SpeechOptions.from_settings(settings, warmup=False), beside_g2p=proof if prove else None
-    )
+    options = SpeechOptions.from_settings(settings, warmup=False)
+    if not settings.lazy_g2p:
+        options = replace(options, langs=installed_langs())
+    return Speech.load(options, beside_g2p=proof if prove else None)
 
 
 class Runtime:

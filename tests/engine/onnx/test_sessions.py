@@ -17,6 +17,8 @@ from koe import machine
 from koe.engine.assets import packaged_model_bytes
 from koe.engine.onnx import sessions
 from koe.engine.onnx.sessions import KEPT_GRAPHS, OptimizedSessions
+from koe.pipeline.speech import SpeechOptions
+from koe.settings import Settings
 
 _ALL = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 _EXTENDED = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
@@ -169,3 +171,20 @@ def test_kokoros_graph_from_its_kept_optimized_form_decodes_the_same_bits(tmp_pa
     audio = fresh.run(None, feeds)[0]
     assert audio.size > 0
     np.testing.assert_array_equal(kept.run(None, feeds)[0], audio)
+
+
+@pytest.mark.parametrize("spin", [True, False])
+def test_sessions_spin_between_operators_only_when_asked(tmp_path: Path, spin: bool) -> None:
+    """Off where the engine's threads outnumber the cores: a spinning thread would hold a core another
+    worker or the event loop needs. A session kept optimized on disk is built with the setting too."""
+    for _ in range(2):  # optimized now, then from the graph kept
+        session = OptimizedSessions(1, _ALL, _CPU, tmp_path, spin=spin)(_graph(1.0))
+        entry = session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+        assert entry == ("1" if spin else "0")
+
+
+def test_the_server_s_engine_spins_only_when_its_threads_fit_the_cores() -> None:
+    cores = len(os.sched_getaffinity(0))
+    fits = SpeechOptions.from_settings(Settings(workers=1, threads_per_worker=cores)).engine
+    crowded = SpeechOptions.from_settings(Settings(workers=2, threads_per_worker=cores)).engine
+    assert (fits.spin, crowded.spin) == (True, False)

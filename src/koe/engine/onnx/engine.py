@@ -32,7 +32,7 @@ from koe.engine.base import (
     drain,
 )
 from koe.engine.onnx.decoder import StreamingDecoder
-from koe.engine.onnx.sessions import OptimizedSessions
+from koe.engine.onnx.sessions import RELEASING, OptimizedSessions
 from koe.engine.onnx.stages import PROBE_PHONEMES, parse
 from koe.engine.onnx.verdict import Verdict, VerdictKey
 from koe.engine.onnx.windowing import MIN_WINDOWED_FRAMES
@@ -56,6 +56,7 @@ class OnnxOptions:
     graph_optimization: str = "all"  # "basic" | "extended" | "all"
     providers: tuple[str, ...] | None = None  # None = CUDA when available, else CPU
     streaming: bool = True  # derive the stage cut: word timings and windowed decoding (docs/engine.md)
+    spin: bool = True  # intra-op threads spin between operators (OptimizedSessions)
 
 
 _OPT_LEVELS = {
@@ -91,7 +92,11 @@ class OnnxEngine:
         threads = options.threads or os.cpu_count() or 1
         providers = choose_providers(options.providers)
         make_session = OptimizedSessions(
-            threads, _OPT_LEVELS[options.graph_optimization], providers, cache_dir() / "optimized"
+            threads,
+            _OPT_LEVELS[options.graph_optimization],
+            providers,
+            cache_dir() / "optimized",
+            spin=options.spin,
         )
 
         self._make_session = make_session
@@ -200,7 +205,7 @@ class OnnxEngine:
             "speed": np.array([speed], dtype=np.float32),
         }
         try:
-            (audio,) = self._session().run(None, feeds)[:1]
+            (audio,) = self._session().run(None, feeds, RELEASING)[:1]
         except Exception as exc:  # onnxruntime's errors are untyped
             raise SynthesisError(f"inference failed for {len(ids)} tokens: {exc}") from exc
         result: Audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)

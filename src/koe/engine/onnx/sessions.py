@@ -13,7 +13,8 @@ an image is built serve every container started from it, on any CPU of the same 
 container's first start optimizes nothing. They are kept in koe's cache under a key of all of the above
 (``<cache>/optimized/<key>.onnx``), the last :data:`KEPT_GRAPHS` used only. Only CPU sessions are kept:
 graphs optimized for other providers may hold kernels compiled for one device, which ONNX Runtime does not
-promise to reload.
+promise to reload. Every run of these sessions takes :func:`releasing`'s options, so that a long decode's
+memory is given back when it ends.
 """
 
 from __future__ import annotations
@@ -42,9 +43,33 @@ _ABANDONED_S = 3600.0
 KEPT_LEVEL = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
 
 
+#: ONNX Runtime's run option that frees, at the end of a run, the CPU arena's regions no tensor holds.
+ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
+
+
+def releasing() -> ort.RunOptions:
+    """Options for a run that hands the CPU arena's free regions back at its end. The arena otherwise keeps
+    the largest run's intermediates for the life of the process: one 13-second utterance decoded whole
+    left RSS 350-490 MB higher, and every longer segment raised it again. What a run gives back the next one
+    allocates again, at a cost within the decodes' run-to-run noise (docs/operations.md, "Memory")."""
+    options = ort.RunOptions()
+    options.add_run_config_entry(ARENA_SHRINKAGE, "cpu:0")
+    return options
+
+
+#: :func:`releasing`'s options for the runs nobody stops, shared by every thread (nothing writes them).
+RELEASING = releasing()
+
+
 class OptimizedSessions:
     """Sessions with ``threads`` intra-op threads on ``providers``, their graphs optimized at ``level``:
-    from the optimized graph in ``directory`` when there is one (``None``: always optimize afresh)."""
+    from the optimized graph in ``directory`` when there is one (``None``: always optimize afresh).
+
+    ``spin``: the intra-op threads spin between operators rather than sleep. Spinning saves a wake-up per
+    operator, but a spinning thread holds its core: where more threads than cores run the engine (two
+    workers of two threads on two cores), it takes the core from the other worker and from the event loop,
+    whose ``/ping`` then waits for the scheduler (:attr:`koe.engine.registry.EngineOptions.spin`).
+    """
 
     def __init__(
         self,
@@ -52,8 +77,10 @@ class OptimizedSessions:
         level: ort.GraphOptimizationLevel,
         providers: list[str],
         directory: Path | None = None,
+        spin: bool = True,
     ) -> None:
         self.threads = threads
+        self.spin = spin
         self.providers = providers
         self._level = level
         cacheable = providers == _CPU_ONLY and level != ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -96,6 +123,7 @@ class OptimizedSessions:
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = level
         options.log_severity_level = 3  # warnings about unused initializers are noise for users

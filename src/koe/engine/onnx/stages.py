@@ -33,6 +33,7 @@ from onnx.utils import Extractor
 
 from koe.engine.base import Cancel
 from koe.engine.onnx.moments import MASK_INPUT, Norm, add_class_sums, class_mask, find_norms, moment_outputs
+from koe.engine.onnx.sessions import RELEASING, releasing
 from koe.engine.onnx.verdict import Verdict
 from koe.engine.timing import FRAME_SAMPLES
 from koe.engine.vocab import tokenize
@@ -191,7 +192,7 @@ class Stages:
             self._runs_begun += 1
             self._runs_running += 1
         try:
-            result: list[FloatArray] = session.run(outputs, feeds, options)
+            result: list[FloatArray] = session.run(outputs, feeds, options or RELEASING)
         except Exception as exc:  # onnxruntime's errors are untyped
             raise SynthesisError(f"stage inference failed: {exc}") from exc
         finally:
@@ -200,13 +201,13 @@ class Stages:
         return result
 
 
-def stoppable(cancel: threading.Event | None) -> ort.RunOptions | None:
-    """Run options whose terminate flag ``cancel`` sets, where it is a :class:`Cancel` (a run then stops
-    within a node of the graph, raising ``SynthesisError``); ``None``, ONNX Runtime's defaults, otherwise."""
-    if not isinstance(cancel, Cancel):
-        return None
-    options = ort.RunOptions()
-    cancel.on_set(partial(setattr, options, "terminate", True))
+def stoppable(cancel: threading.Event | None) -> ort.RunOptions:
+    """Run options that give the arena back (:func:`~koe.engine.onnx.sessions.releasing`), whose terminate
+    flag ``cancel`` sets where it is a :class:`Cancel` (a run then stops within a node of the graph, raising
+    ``SynthesisError``)."""
+    options = releasing()
+    if isinstance(cancel, Cancel):
+        cancel.on_set(partial(setattr, options, "terminate", True))
     return options
 
 
