@@ -233,7 +233,7 @@ def test_a_turn_opening_with_a_cached_segment_passes_admission_like_any_other() 
     _run(synthesizer, main)
 
 
-#: One segment long enough (over 100 frames) to be decoded in windows.
+#: One segment long enough (over 80 frames) to be decoded in windows.
 LONG = "Please call Stella and ask her to bring these things with her from the store."
 
 

@@ -17,7 +17,7 @@ from support import Transcriber, words
 from ws_events import Event, audio, messages, of_type, run, send, until
 
 VOICE = "af_heart"
-#: An agent's opener: one segment, long enough (> 100 frames) to be decoded in windows.
+#: An agent's opener: one segment, long enough (> 80 frames) to be decoded in windows.
 SENTENCE = "Sure, I can help you reset your password in just a minute."
 
 
@@ -29,12 +29,14 @@ def test_a_first_segment_decoded_in_windows_reads_as_the_whole_decode_and_lasts_
 
         async def main() -> list[Event]:
             async with connect(live.ws_url + f"/v1/stream?voice={VOICE}") as ws:
-                await send(ws, {"type": "append", "text": SENTENCE})
-                await send(ws, {"type": "flush"})
-                return await until(ws, of_type("flushed"))
+                # whole, in one request: an append and its flush, read apart, would cut the first segment
+                # of streamed text short of the sentence's end
+                await send(ws, {"text": SENTENCE, "words": True})
+                return await until(ws, of_type("synthesis_complete"))
 
         events = run(main)
-    assert [m["text"] for m in messages(events) if m["type"] == "segment"] == [SENTENCE]  # one utterance
+    (said,) = [m["words"] for m in messages(events) if m["type"] == "words"]  # one segment: one utterance
+    assert words(" ".join(w["word"] for w in said)) == words(SENTENCE)
     windowed = np.frombuffer(audio(events), dtype="<i2").astype(np.float32) / 32768
     whole = speech.synthesize(SENTENCE, voice=VOICE)  # the same segment, decoded whole
     # the windows tile the segment's exact length, with the lead a whole decode trims kept in front

@@ -257,7 +257,7 @@ def test_the_built_in_openers_are_for_the_default_voice() -> None:
     assert parse_openers(None, "af_heart") == {}
 
 
-#: One sentence long enough (over 100 frames) for the first segment to be decoded in windows.
+#: One sentence long enough (over 80 frames) for the first segment to be decoded in windows.
 LONG = "Please call Stella and ask her to bring these things with her from the store."
 
 

@@ -7,8 +7,13 @@ AudioWorklet runs without a sound device, so "played" means rendered by the audi
 from __future__ import annotations
 
 import itertools
+import json
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from koe.agent.config import LLMConfig
 from koe.agent.remote import RemoteSpeaker
@@ -26,6 +31,13 @@ THREE_SENTENCES = (
 )
 LONG_TEXT = " ".join(["Every sentence here keeps the speaker busy for a while."] * 8)
 WAIT_MS = 120_000
+#: The pace of the read-aloud text, as an LLM writing it.
+PAGE_TOKENS_PER_S = 20
+#: Names a ``.png`` (``make screenshot``: the README's docs/agent-page.png) where the read-aloud test saves
+#: its screenshot, with the figures the page shows in a ``.json`` beside it; unset, both go to artifacts/.
+SCREENSHOT_VARIABLE = "KOE_SCREENSHOT"
+SCREENSHOT_SCHEMA = "koe-page-screenshot/1"
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 def read_aloud(page: Any, text: str, tokens_per_s: int) -> None:
@@ -35,6 +47,44 @@ def read_aloud(page: Any, text: str, tokens_per_s: int) -> None:
         "#rate", f"(el) => {{ el.value = '{tokens_per_s}'; el.dispatchEvent(new Event('input')); }}"
     )
     page.click("#go")
+
+
+def screenshot_path(artifacts: Path) -> Path:
+    """Where the read-aloud screenshot goes: :data:`SCREENSHOT_VARIABLE`'s path (relative to the checkout),
+    else ``artifacts/agent-page.png``."""
+    named = os.environ.get(SCREENSHOT_VARIABLE, "")
+    if not named:
+        return artifacts / "agent-page.png"
+    path = Path(named)
+    if path.suffix != ".png":
+        pytest.fail(f"{SCREENSHOT_VARIABLE} must name a .png file; got {named!r}")
+    return path if path.is_absolute() else _ROOT / path
+
+
+def save_screenshot(
+    page: Any, path: Path, koe: dict[str, Any], tokens_per_s: int, load_at_start: float
+) -> None:
+    """The page as the listener saw it, at ``path``, and the figures it shows in ``path`` with ``.json``: so a
+    caption quotes a committed file, not a picture, and the file says how loaded the machine was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+    figures = {
+        "schema": SCREENSHOT_SCHEMA,
+        "command": f"{SCREENSHOT_VARIABLE}={os.environ.get(SCREENSHOT_VARIABLE, '')} pytest "
+        "tests/web/test_page.py -k read_aloud",
+        "taken_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_avg_1m": load_at_start,
+            "load_avg_1m_end": os.getloadavg()[0],
+        },
+        "voice": page.eval_on_selector("#voice", "(el) => el.value"),
+        "text": koe["answer"],
+        "tokens_per_s": tokens_per_s,
+        "timings_ms": koe["timings"],
+        "gaps": koe["stalls"],
+    }
+    path.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
 
 
 def assert_reads_as_plain_text(page: Any) -> None:
@@ -52,6 +102,7 @@ def assert_reads_as_plain_text(page: Any) -> None:
 def test_read_aloud_plays_highlights_its_words_and_stop_silences_it(
     koe_server: LiveServer, browser: Any, artifacts: Path
 ) -> None:
+    shot, load_at_start = screenshot_path(artifacts), os.getloadavg()[0]
     page = browser.new_page(viewport={"width": 390, "height": 844})  # a phone
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -66,7 +117,8 @@ def test_read_aloud_plays_highlights_its_words_and_stop_silences_it(
     assert groups[0] == ["American English", 20] and ["Japanese", 5] in groups and len(groups) == 9
     assert page.eval_on_selector("#voice", "(el) => el.value") == "af_heart"
 
-    read_aloud(page, THREE_SENTENCES, tokens_per_s=20)  # playing mid-answer: the ask test below
+    # playing mid-answer: the ask test below
+    read_aloud(page, THREE_SENTENCES, tokens_per_s=PAGE_TOKENS_PER_S)
     page.wait_for_function("window.koe.timings.lastAudio !== undefined", timeout=WAIT_MS)
     koe = page.evaluate("window.koe")
     timings = koe["timings"]
@@ -80,7 +132,7 @@ def test_read_aloud_plays_highlights_its_words_and_stop_silences_it(
     assert [w["span"] for w in lit] == sorted(w["span"] for w in lit)
     assert page.is_visible("#answer-sim")
     assert_reads_as_plain_text(page)
-    page.screenshot(path=str(artifacts / "agent-page.png"), full_page=True)
+    save_screenshot(page, shot, koe, PAGE_TOKENS_PER_S, load_at_start)
 
     read_aloud(page, LONG_TEXT, tokens_per_s=10)
     page.wait_for_function("window.koe.timings.firstAudioPlayed !== undefined", timeout=WAIT_MS)

@@ -33,10 +33,11 @@ CROSSFADE_SAMPLES = FRAME_SAMPLES
 #: The first window's left context lies in the leading pad's silence, where 2 frames give its first frames
 #: as 6 do (without any its first frame clicks: measured on 3 voices × 4 sentences).
 LEAD_CONTEXT_FRAMES = 2
-#: Segments shorter than this (2.5 s of audio) decode whole: their statistics are the hardest to estimate
-#: (a 61-frame "Hello there." came out 9.8 dB log-mel from the whole decode, against ≤ 3 dB from 100
-#: frames on; docs/engine.md) and the whole decode of one is quick anyway.
-MIN_WINDOWED_FRAMES = 100
+#: Segments shorter than this (2 s of audio) decode whole: their statistics are the hardest to estimate (a
+#: 61-frame "Hello there." came out 9.8 dB log-mel from the whole decode, against ≤ 3.3 dB from 83 frames
+#: on; docs/engine.md). Not higher: an agent's six-word first sentence (~2 s) is a streamed turn's whole first
+#: segment, and decoded whole its first word waits for all of it.
+MIN_WINDOWED_FRAMES = 80
 #: Smallest window (0.3 s of audio): below it the fixed cost per run dominates.
 MIN_WINDOW_FRAMES = 12
 #: Largest window (4 s): bounds memory per run and how long one step holds a worker.
