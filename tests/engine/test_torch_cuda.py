@@ -1,6 +1,8 @@
 """The PyTorch engine on CUDA: the checks ``test_torch_real.py`` makes on the CPU, on the device the GPU
 image serves from. Skipped where torch sees no CUDA device (this project's development machine);
-``benchmarks/gpu_ladder.sh`` runs them first on a GPU machine, before the capacity ladder.
+``benchmarks/gpu/run.sh`` runs them first on a GPU machine, before the capacity ladder. There no G2P is
+installed: with ``KOE_GPU_KIT`` naming the kit, the texts' phonemes and voices come from it
+(:mod:`koe.bench.gpukit`).
 
 The bounds are the CPU tests' own: the stages against the int8 graph within
 ``koe.conversion.parity.TOLERANCES``, and a batch member the same take as itself alone.
@@ -8,11 +10,16 @@ The bounds are the CPU tests' own: the stages against the int8 graph within
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
+from koe.bench.gpukit import CUDA_BATCH_TEXTS, CUDA_STAGES_TEXT, kit_speech
 from koe.engine.assets import packaged_model_bytes
 from koe.pipeline.speech import Speech
-from support.batching import assert_batch_members_sound_as_alone, request
+from support.batching import assert_batch_members_sound_as_alone
+from support.batching import request as sentence_request
 
 pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
 pytest.importorskip("kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4")
@@ -30,18 +37,19 @@ pytestmark = [
 ]
 
 #: Different lengths, voices and speeds in one pass, as sessions put them there.
-BATCH_TEXTS = (
-    ("Hold on.", "af_heart", 1.0),
-    ("It rained all day long.", "bf_emma", 1.1),
-    ("The next train leaves in four minutes from platform two.", "am_michael", 0.9),
-)
+BATCH_TEXTS = CUDA_BATCH_TEXTS
 
 
 @pytest.fixture(scope="module")
-def cuda_speech(speech: Speech) -> Speech:
-    """The torch engine on the first CUDA device with the derived weights, behind ``speech``'s voices."""
+def cuda_speech(request: pytest.FixtureRequest) -> Speech:
+    """The torch engine on the first CUDA device with the derived weights, behind the shared ``speech``'s
+    voices and G2P, or the GPU kit's (``KOE_GPU_KIT``)."""
     engine = TorchEngine.load(install("derived"), TorchOptions(device="cuda", max_batch=len(BATCH_TEXTS)))
-    return speech.with_engine(engine)
+    kit = os.environ.get("KOE_GPU_KIT")
+    if kit:
+        return kit_speech(Path(kit), engine)
+    shared: Speech = request.getfixturevalue("speech")
+    return shared.with_engine(engine)
 
 
 def test_the_engine_runs_on_cuda_and_says_so(cuda_speech: Speech) -> None:
@@ -50,11 +58,11 @@ def test_the_engine_runs_on_cuda_and_says_so(cuda_speech: Speech) -> None:
 
 
 def test_on_cuda_the_stages_match_the_int8_graph(cuda_speech: Speech) -> None:
-    one = request(cuda_speech, "Please call Stella and ask her to bring these things.", "af_heart")
+    one = sentence_request(cuda_speech, CUDA_STAGES_TEXT, "af_heart")
     errors = compare_stages(cuda_speech.engine._model, Taps(packaged_model_bytes(), threads=2), one)  # type: ignore[attr-defined]
     assert exceeded(errors) == [], errors
 
 
 def test_on_cuda_a_segment_sounds_the_same_alone_and_in_a_batch(cuda_speech: Speech) -> None:
-    requests = [request(cuda_speech, text, voice, speed) for text, voice, speed in BATCH_TEXTS]
+    requests = [sentence_request(cuda_speech, text, voice, speed) for text, voice, speed in BATCH_TEXTS]
     assert_batch_members_sound_as_alone(cuda_speech.engine, requests)

@@ -21,10 +21,13 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from koe.app import create_app
-from koe.errors import AssetError
+from koe.bench.target import wait_ready
+from koe.errors import AssetError, UpstreamError
+from koe.g2p.registry import G2PRegistry
+from koe.pipeline import speech as speech_module
 from koe.pipeline.speech import Speech
 from koe.server.measurement import TIMED
-from koe.server.runtime import load_in_background
+from koe.server.runtime import load_in_background, load_proven
 from koe.settings import Settings
 from live_checks import close_code, metric, wait_for
 from live_server import LOOPBACK, ServerFactory, run_server
@@ -118,6 +121,9 @@ def test_a_load_started_before_the_server_that_fails_is_reported_by_ping(tmp_pat
         wait_for(lambda: httpx.get(live.http_url + "/ping").json()["status"] == "failed", "the failure")
         ping = httpx.get(live.http_url + "/ping")
         assert ping.status_code == 503 and "AssetError" in ping.json()["message"]
+        # a benchmark waiting for it gives up at once rather than at its timeout
+        with pytest.raises(UpstreamError, match="failed to load"):
+            wait_ready(live.http_url, timeout_s=WAIT_S * 10)
 
 
 def test_ping_says_shutting_down_not_loading_once_the_server_has_closed(serve_fake: ServerFactory) -> None:
@@ -211,3 +217,21 @@ def test_shutdown_answers_a_request_whose_chunked_body_is_still_trickling_503_at
     assert json.loads(body)["error"] == "shutting_down"
     assert waited_s < grace_s / 10
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["default", "lazy"])
+def test_the_server_builds_every_installed_languages_g2p_before_it_is_ready_unless_lazy(
+    monkeypatch: pytest.MonkeyPatch, lazy: bool
+) -> None:
+    """A G2P built on its first use holds the GIL, and so every session's event loop, for up to seconds."""
+    built: list[tuple[str, ...]] = []
+
+    def build(registry: G2PRegistry, langs: tuple[str, ...]) -> float:
+        built.append(langs)
+        return 0.0
+
+    monkeypatch.setattr(speech_module, "_build_g2p", build)
+    monkeypatch.setattr(speech_module, "load_engine", lambda options, source: FakeEngine())
+    load_proven(Settings(lazy_g2p=lazy), prove=False)
+    assert built == [("en-us",) if lazy else G2PRegistry().installed()]
+    assert lazy or len(built[0]) > 1

@@ -7,17 +7,18 @@ answer at the LLM pace (:func:`koe.bench.capacity.run_level`). A level passes wh
 underrun and the p95 (from 20 sessions, else the slowest) first audio after the answer's first sentence
 is within the threshold (300 ms); a mode stops at its first failing level. Reported per mode: each level,
 the largest passing one and its audio-seconds per second; the calls' sizes and latency by size (from the
-server's ``/metrics``); device memory. Then the engine alone: audio-seconds per second of
-``synthesize_batch`` at growing batch sizes, the ceiling the ladder approaches.
+server's ``/metrics``); device memory. Before the ladders (the short step first), the engine alone:
+audio-seconds per second of ``synthesize_batch`` at growing batch sizes, the ceiling the ladder approaches.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import platform
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -25,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from matplotlib.figure import Figure
 from prometheus_client.parser import text_string_to_metric_families
 
 from koe.agent.replay import ReplayPace
@@ -49,6 +49,8 @@ QUICK_BATCH_SIZES = (1, 2)
 BATCHED_SEGMENTS = 64
 MODES = {"batched": BATCHED_SEGMENTS, "unbatched": 1}
 _BYTES_PER_MB = 1024 * 1024
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +84,19 @@ class GpuBenchConfig:
             config = replace(config, ladder=QUICK_LADDER, rounds=1, answer=QUICK_ANSWER,
                              batch_sizes=QUICK_BATCH_SIZES, quick=True)  # fmt: skip
         if max_sessions is not None:
-            if max_sessions < 1:
-                raise ConfigError(f"--max-sessions: expected an integer >= 1, got {max_sessions}")
-            ladder = (*(n for n in config.ladder if n < max_sessions), max_sessions)
-            config = replace(config, ladder=ladder)
+            config = replace(config, ladder=cut_ladder(config.ladder, max_sessions))
         return config
+
+
+def cut_ladder(ladder: tuple[int, ...], max_sessions: int) -> tuple[int, ...]:
+    """``ladder`` ended at ``max_sessions`` (its last rung).
+
+    Raises:
+        ConfigError: ``max_sessions`` < 1.
+    """
+    if max_sessions < 1:
+        raise ConfigError(f"--max-sessions: expected an integer >= 1, got {max_sessions}")
+    return (*(n for n in ladder if n < max_sessions), max_sessions)
 
 
 def load(config: GpuBenchConfig) -> tuple[Speech, Settings]:
@@ -98,8 +108,16 @@ def load(config: GpuBenchConfig) -> tuple[Speech, Settings]:
     return speech, settings
 
 
-def run(config: GpuBenchConfig, speech: Speech, settings: Settings, command: str) -> dict[str, Any]:
-    """Both ladders, then the engine alone; the JSON-ready report."""
+def run(
+    config: GpuBenchConfig,
+    speech: Speech,
+    settings: Settings,
+    command: str,
+    checkpoint: Callable[[dict[str, Any]], object] | None = None,
+) -> dict[str, Any]:
+    """The engine alone, then both ladders; the JSON-ready report. ``checkpoint`` is handed the report so
+    far after each step (on a lent GPU a run cut short by its time limit still leaves what it measured: the
+    short step goes first)."""
     started = time.monotonic()
     report: dict[str, Any] = {
         "schema": SCHEMA,
@@ -120,10 +138,12 @@ def run(config: GpuBenchConfig, speech: Speech, settings: Settings, command: str
         },
         "modes": {},
     }
+    report["engine"] = _throughput(config, speech)
     for mode, segments in MODES.items():
+        if checkpoint is not None:
+            checkpoint({**report, "elapsed_s": time.monotonic() - started})
         mode_settings = replace(settings, batch_max_segments=segments)
         report["modes"][mode] = asyncio.run(_ladder(config, speech, mode_settings))
-    report["engine"] = _throughput(config, speech)
     report["elapsed_s"] = time.monotonic() - started
     return report
 
@@ -231,17 +251,30 @@ def _machine(config: GpuBenchConfig, speech: Speech) -> dict[str, Any]:
 
 
 def write(report: dict[str, Any], out: Path) -> dict[str, Path]:
-    """``bench-torch-<device>.json`` and its plot into ``out``."""
+    """``bench-torch-<device>.json`` and its plot into ``out``; without matplotlib (the GPU kit does not
+    carry it: 26 MB of wheels) the JSON alone, and :func:`plot` draws the PNG from it elsewhere."""
     out.mkdir(parents=True, exist_ok=True)
     stem = "bench-torch-" + report["machine"]["device"].replace(":", "")
-    paths = {"json": out / f"{stem}.json", "plot": out / f"{stem}.png"}
-    report = {**report, "plot": paths["plot"].name}
-    _plot(report, paths["plot"])
+    paths = {"json": out / f"{stem}.json"}
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        logger.warning(
+            "matplotlib is not installed: no plot (python -m koe.bench.gpu %s draws it)", paths["json"]
+        )
+        report = {**report, "plot": None}
+    else:
+        paths["plot"] = out / f"{stem}.png"
+        report = {**report, "plot": paths["plot"].name}
+        plot(report, paths["plot"])
     paths["json"].write_text(json.dumps(report, indent=2) + "\n")
     return paths
 
 
-def _plot(report: dict[str, Any], path: Path) -> None:
+def plot(report: dict[str, Any], path: Path) -> None:
+    """The report's ladders as a PNG: p95 first audio and audio-seconds per second by sessions."""
+    from matplotlib.figure import Figure
+
     threshold = report["config"]["threshold_s"]
     fig = Figure(figsize=(11, 3.6), layout="constrained")
     latency, throughput = fig.subplots(1, 2)
@@ -263,3 +296,10 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     machine = report["machine"]
     fig.suptitle(f"koe: {machine['engine']}, {machine['gpu'] or machine['platform']}", fontsize=10)
     fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":  # python -m koe.bench.gpu REPORT.json: the plot the GPU machine could not draw
+    import sys
+
+    source = Path(sys.argv[1])
+    plot(json.loads(source.read_text()), source.with_suffix(".png"))

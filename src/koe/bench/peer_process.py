@@ -35,6 +35,9 @@ def peer_process(
     """Run ``command`` in ``home`` (its log there too) until the block ends; terminated, then killed if it
     does not exit within :data:`STOP_TIMEOUT_S`."""
     log_path = home / "server.log"
+    program = Path(command[0])
+    if len(program.parts) > 1:  # a path such as .venv-peers/bin/python: relative to here, not to ``home``
+        command = [str(program.absolute()), *command[1:]]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:

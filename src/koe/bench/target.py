@@ -31,10 +31,11 @@ def wait_ready(
     alive: Callable[[], bool] = lambda: True,
     path: str = "/ping",
 ) -> None:
-    """Block until ``GET path`` answers 200 (giving up early once ``alive()`` says the server died).
+    """Block until ``GET path`` answers 200 (giving up early once ``alive()`` says the server died, or the
+    server says its load ``failed``: it will not become ready, and a borrowed machine's minutes count).
 
     Raises:
-        UpstreamError: no 200 within ``timeout_s``, or the server stopped.
+        UpstreamError: no 200 within ``timeout_s``, the server stopped, or its load failed.
     """
     deadline = time.monotonic() + timeout_s
     last = "no answer"
@@ -44,10 +45,21 @@ def wait_ready(
             if response.status_code == 200:
                 return
             last = f"{response.status_code} {response.text[:120]}"
+            if _status(response) == "failed":
+                raise UpstreamError(f"the server at {base_url} failed to load: {last}")
         except httpx.TransportError as exc:
             last = str(exc)
         time.sleep(_POLL_S)
     raise UpstreamError(f"the server at {base_url} did not become ready (waited ≤ {timeout_s:g} s): {last}")
+
+
+def _status(response: httpx.Response) -> object:
+    """The ``status`` of a ``/ping`` answer (``loading``, ``failed``...), None for any other body."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body.get("status") if isinstance(body, dict) else None
 
 
 def bench_settings() -> Settings:
