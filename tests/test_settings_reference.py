@@ -23,8 +23,10 @@ SUFFIXES = {".py", ".js", ".html", ".md", ".sh", ".Dockerfile", ".ts", ".json", 
 #: Names that are no setting of koe's, each with its owner: the doc says so beside the reference.
 NOT_KOES = {
     "KOE_WEIGHTS": "a build argument of deploy/gpu.Dockerfile (and benchmarks/gpu_ladder.sh passes it on)",
-    "KOE_BENCH_DEVICE": "benchmarks/gpu_ladder.sh's own",
-    "KOE_BENCH_LIMIT_S": "benchmarks/gpu_ladder.sh's own",
+    "KOE_BENCH_DEVICE": "the GPU scripts' own (benchmarks/)",
+    "KOE_BENCH_LIMIT_S": "the GPU scripts' own (benchmarks/)",
+    "KOE_GPU_KIT": "the CUDA tests' and the GPU kit's own (make gpu-kit)",
+    "KOE_SCREENSHOT": "the browser test's own (make screenshot)",
 }
 NAME = re.compile(r"\bKOE_[A-Z][A-Z0-9_]*\b")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import platform
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +27,13 @@ _CPU_FEATURES = ("flags", "Features")
 _SCHEMA = "koe-measured/1"
 #: Where in koe's cache the records are kept.
 MEASURED_DIR = "measured"
+
+
+def partial_of(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place: a name of this process's own (two processes
+    sharing a cache, two servers or two test workers, would otherwise write one file and rename it from
+    under each other), with ``path``'s suffix kept (``np.savez`` adds ``.npz`` to a name without it)."""
+    return path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
 
 
 def cpu_identity() -> str:
@@ -74,7 +82,7 @@ class Measured:
     def write(self, values: Mapping[str, Any]) -> None:
         """Keep ``values`` (JSON); a cache that cannot be written costs a measurement per start, nothing
         more."""
-        partial = self.path.with_suffix(".partial")
+        partial = partial_of(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             record = {"schema": _SCHEMA, "key": self.key, "values": dict(values)}

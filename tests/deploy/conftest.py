@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cdk_template import jsii_env, synth
+from support.workers import built_once
 
 # the tests that build stacks in this process start jsii here: its banner would land in their output too
 os.environ.update(jsii_env())
@@ -15,5 +16,6 @@ os.environ.update(jsii_env())
 
 @pytest.fixture(scope="session")
 def cloud_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Synthesized once in the run, by whichever worker asks first (``support.workers``)."""
     pytest.importorskip("aws_cdk", reason="deploy extra missing: pip install 'koe[deploy]'")
-    return synth(tmp_path_factory.mktemp("cdk.out"), {"koe:variants": "gpu,cpu"})
+    return built_once(tmp_path_factory, "cdk.out", lambda out: synth(out, {"koe:variants": "gpu,cpu"}))

@@ -142,6 +142,7 @@ def test_a_short_first_segment_is_not_joined_past_the_segment_limit_by_a_number_
     assert " ".join(texts).replace(" ", "") == LONG_NUMBER.replace(" ", "")
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("lang", CODES)
 def test_no_g2p_call_on_a_long_number_takes_longer_than_a_cancel_may_wait(
     registry: G2PRegistry, lang: str
@@ -158,6 +159,7 @@ def test_no_g2p_call_on_a_long_number_takes_longer_than_a_cancel_may_wait(
     assert pieces and timed.longest_s < FREED_WITHIN_S
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("lang", CODES)
 def test_a_cancelled_turn_of_a_long_number_frees_its_worker_within_a_second(
     speech: Speech, lang: str

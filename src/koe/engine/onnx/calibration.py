@@ -32,6 +32,7 @@ from koe.engine.onnx.moments import ClassMoments
 from koe.engine.onnx.stages import Stages
 from koe.engine.vocab import tokenize
 from koe.errors import SynthesisError
+from koe.machine import partial_of
 from koe.types import StyleTable
 
 logger = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ class Calibration:
 
     def _store(self, key: str, moments: ClassMoments) -> None:
         path = self._path(key)
-        partial = path.with_suffix(".partial.npz")
+        partial = partial_of(path)
         arrays = {f"first_{index}": value for index, value in enumerate(moments.first)}
         arrays |= {f"second_{index}": value for index, value in enumerate(moments.second)}
         try:

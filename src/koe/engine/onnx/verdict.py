@@ -27,7 +27,7 @@ from typing import Any
 import onnxruntime as ort
 
 from koe import __version__
-from koe.machine import cpu_identity
+from koe.machine import cpu_identity, partial_of
 from koe.types import Audio
 
 logger = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class Verdict:
         cpus = set(record["cpus"]) if record is not None and record["probe_audio_sha256"] == digest else set()
         fresh = {"schema": _SCHEMA, "key": self.key.fields(), "probe_audio_sha256": digest,
                  "cpus": sorted(cpus | {self.cpu})}  # fmt: skip
-        partial = self.path.with_suffix(".partial")
+        partial = partial_of(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             partial.write_text(json.dumps(fresh, indent=2, sort_keys=True) + "\n")
