@@ -3,7 +3,7 @@
 This is what the server's workers, the agent and ``koe say`` share. Loading takes seconds (model, spaCy,
 voices, a warm-up utterance) and only verifies what ``koe install`` fetched; everything after is
 thread-safe. Each language's G2P is built on its first use (:mod:`koe.g2p.registry`), except those
-:attr:`SpeechOptions.langs` names, which are built at load, in a thread beside the engine (docs/engine.md,
+:attr:`SpeechOptions.langs` names, which are built at load, in a thread beside the engine (docs/operations.md,
 "Cold start"). :class:`SegmentDecode` is the one place where a segment's phonemes go to the engine: step
 by step (:meth:`SegmentDecode.open`), or in two halves around an engine call shared with other segments
 (:meth:`SegmentDecode.requests`, :meth:`SegmentDecode.complete`; see :mod:`koe.pipeline.batch`).

@@ -70,7 +70,7 @@ class _CacheCollector(Collector):
 
 
 class Metrics:
-    """Every metric koe exports; see docs/api.md for their meaning."""
+    """Every metric koe exports; see docs/operations.md, "Metrics", for their meaning."""
 
     def __init__(
         self, scheduler_stats: Callable[[], SchedulerStats], cache_stats: Callable[[], CacheStats]
