@@ -207,23 +207,6 @@ class NimSpeechCompleted(Reply, frozen=True, tag="conversation.item.speech.compl
     """After the last audio of the text ended by ``input_text.done``."""
 
 
-ServerMessage = (
-    ConfigAck
-    | SegmentStart
-    | Words
-    | SegmentEnd
-    | Flushed
-    | Cancelled
-    | Error
-    | SynthesisStart
-    | SynthesisComplete
-    | DeepgramFlushed
-    | DeepgramCleared
-    | NimSessionUpdated
-    | NimCommitted
-    | NimSpeechData
-    | NimSpeechCompleted
-)
 #: The koe dialect's replies a client of ``append``/``flush``/``cancel`` or of a whole-text request receives.
 KoeReply = (
     ConfigAck
@@ -235,6 +218,15 @@ KoeReply = (
     | Error
     | SynthesisStart
     | SynthesisComplete
+)
+ServerMessage = (
+    KoeReply
+    | DeepgramFlushed
+    | DeepgramCleared
+    | NimSessionUpdated
+    | NimCommitted
+    | NimSpeechData
+    | NimSpeechCompleted
 )
 _REPLIES: msgspec.json.Decoder[KoeReply] = msgspec.json.Decoder(KoeReply)
 _ENCODER = msgspec.json.Encoder()

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from koe.pipeline.speaker import SegmentEnded, SegmentStarted
-from koe.server.dialects.base import DialectSpec, Replies, options
+from koe.server.dialects.base import DialectSpec, Unframed, options
 from koe.server.dialects.native import config_ack
 from koe.wire.fields import request_id_field, text_field
 from koe.wire.messages import (
@@ -22,19 +21,11 @@ from koe.wire.messages import (
 )
 
 
-class AwsReplies(Replies):
+class AwsReplies(Unframed):
     """The AWS sample's request: its id on ``synthesis_start`` and ``synthesis_complete``, audio between."""
-
-    words_by_default = False
 
     def opened(self) -> list[ServerMessage]:
         return [] if self.request_id is None else [SynthesisStart(self.request_id)]
-
-    def started(self, event: SegmentStarted) -> list[ServerMessage]:
-        return self._words(event)
-
-    def ended(self, event: SegmentEnded) -> list[ServerMessage]:
-        return []
 
     def finished(
         self, total_s: float, first_audio_ms: float | None, elapsed_s: float, *, last: bool = False

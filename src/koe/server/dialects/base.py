@@ -15,9 +15,11 @@ from koe.wire.fields import (
     sample_rate_field,
     speed_field,
     stream_format_field,
+    text_field,
     voice_field,
 )
 from koe.wire.messages import (
+    Append,
     ClientMessage,
     Dialect,
     Flushed,
@@ -66,6 +68,11 @@ class DialectSpec:
 def constant(message: ClientMessage) -> MessageParser:
     """A parser for a message type without fields: every such message is ``message``."""
     return lambda obj, max_chars: message
+
+
+def appended(dialect: Dialect) -> MessageParser:
+    """A parser for ``dialect``'s message of more text (its ``text`` field)."""
+    return lambda obj, max_chars: Append(text_field(obj, max_chars), dialect)
 
 
 def options(obj: Mapping[str, Any]) -> SessionOptions:
@@ -126,3 +133,16 @@ class Replies:
         if not (self.words and event.words):
             return []
         return [Words(self.turn, event.segment.index, event.turn_words())]
+
+
+class Unframed(Replies):
+    """Replies of dialects whose audio has no segment framing around it: a segment's words (only when the
+    client asks for them) before its audio, nothing at its end."""
+
+    words_by_default = False
+
+    def started(self, event: SegmentStarted) -> list[ServerMessage]:
+        return self._words(event)
+
+    def ended(self, event: SegmentEnded) -> list[ServerMessage]:
+        return []

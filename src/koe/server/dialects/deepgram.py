@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from koe.errors import VoiceError
-from koe.pipeline.speaker import SegmentEnded, SegmentStarted
-from koe.server.dialects.base import DialectSpec, Replies, constant
+from koe.server.dialects.base import DialectSpec, Unframed, appended, constant
 from koe.server.dialects.native import config_ack
-from koe.wire.fields import text_field
 from koe.wire.messages import (
-    Append,
     Cancel,
-    ClientMessage,
     Close,
     DeepgramCleared,
     DeepgramFlushed,
@@ -67,16 +62,8 @@ def aura_voice(model: str) -> str:
     return AURA_VOICES[match["name"]]
 
 
-class DeepgramReplies(Replies):
+class DeepgramReplies(Unframed):
     """Deepgram-style clients: audio, then ``Flushed`` with the turn as its ``sequence_id``."""
-
-    words_by_default = False
-
-    def started(self, event: SegmentStarted) -> list[ServerMessage]:
-        return self._words(event)
-
-    def ended(self, event: SegmentEnded) -> list[ServerMessage]:
-        return []
 
     def finished(
         self, total_s: float, first_audio_ms: float | None, elapsed_s: float, *, last: bool = False
@@ -84,14 +71,10 @@ class DeepgramReplies(Replies):
         return [DeepgramFlushed(self.turn)]
 
 
-def _speak(obj: Mapping[str, Any], max_chars: int) -> ClientMessage:
-    return Append(text_field(obj, max_chars), Dialect.DEEPGRAM)
-
-
 SPEC = DialectSpec(
     Dialect.DEEPGRAM,
     messages={
-        "Speak": _speak,
+        "Speak": appended(Dialect.DEEPGRAM),
         "Flush": constant(Flush(Dialect.DEEPGRAM)),
         "Clear": constant(Cancel(Dialect.DEEPGRAM)),
         "Close": constant(Close(Dialect.DEEPGRAM)),

@@ -9,10 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from koe.pipeline.voice import Voice
-from koe.server.dialects.base import DialectSpec, Replies, constant, options
-from koe.wire.fields import STREAM_FORMATS, text_field
+from koe.server.dialects.base import DialectSpec, Replies, appended, constant, options
+from koe.wire.fields import STREAM_FORMATS
 from koe.wire.messages import (
-    Append,
     Cancel,
     Cancelled,
     ClientMessage,
@@ -37,15 +36,11 @@ def _configure(obj: Mapping[str, Any], max_chars: int) -> ClientMessage:
     return Configure(options(obj))
 
 
-def _append(obj: Mapping[str, Any], max_chars: int) -> ClientMessage:
-    return Append(text_field(obj, max_chars), Dialect.KOE)
-
-
 SPEC = DialectSpec(
     Dialect.KOE,
     messages={
         "config": _configure,
-        "append": _append,
+        "append": appended(Dialect.KOE),
         "flush": constant(Flush(Dialect.KOE)),
         "cancel": constant(Cancel(Dialect.KOE)),
         "close": constant(Close(Dialect.KOE)),

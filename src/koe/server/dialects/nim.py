@@ -13,11 +13,10 @@ from typing import Any
 
 from koe.errors import ConfigError, ProtocolError, VoiceError
 from koe.pipeline.voice import Voice
-from koe.server.dialects.base import DialectSpec, constant, options
+from koe.server.dialects.base import DialectSpec, appended, constant, options
 from koe.server.dialects.deepgram import DeepgramReplies
-from koe.wire.fields import preview, text_field
+from koe.wire.fields import preview
 from koe.wire.messages import (
-    Append,
     Cancelled,
     ClientMessage,
     Close,
@@ -155,15 +154,11 @@ def _update(obj: Mapping[str, Any], max_chars: int) -> ClientMessage:
     return Configure(_nim_options(obj), Dialect.NIM)
 
 
-def _append(obj: Mapping[str, Any], max_chars: int) -> ClientMessage:
-    return Append(text_field(obj, max_chars), Dialect.NIM)
-
-
 SPEC = DialectSpec(
     Dialect.NIM,
     messages={
         "synthesize_session.update": _update,
-        "input_text.append": _append,
+        "input_text.append": appended(Dialect.NIM),
         "input_text.commit": constant(Flush(Dialect.NIM)),
         "input_text.done": constant(Flush(Dialect.NIM, last=True)),
         "session.end": constant(Close(Dialect.NIM)),
