@@ -20,6 +20,7 @@ from koe.pipeline.synthesizer import Synthesizer
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import Scheduler
 from support.fake import FakeEngine, FakeG2P, fake_voices
+from support.streaming import first_part_streamed
 
 OPENER = "Sure, I can help with that."
 _WAIT_S = 30.0
@@ -304,13 +305,7 @@ def test_a_streamed_first_segment_is_cut_before_its_sentence_has_arrived_on_ever
 
     async def main() -> Part | None:
         stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener(), whole=whole)
-        for word in arrived.split(" "):
-            stream.add(word + " ")
-        try:
-            async with asyncio.timeout(_WAIT_S):
-                return await stream.next()
-        finally:
-            stream.close()
+        return await first_part_streamed(stream, arrived)
 
     first = _run(synthesizer, main)
     assert first is not None and first.segment.text == "Sure, I can help you reset your password"

@@ -16,12 +16,12 @@ from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import Scheduler
 from koe.types import SAMPLE_RATE
 from support.fake import fake_seconds, fake_speech
+from support.streaming import first_part_streamed
 
 #: Six words, ~2.1 s on the fake engine: the length of a voice agent's typical first sentence.
 FIRST = "Sure, here is the way to the old station."
 #: What has arrived when the first segment is cut: the next sentence has only begun.
 ARRIVED = FIRST + " Take the"
-_WAIT_S = 30.0
 
 
 class _Unobserved:
@@ -39,14 +39,11 @@ def _first_part(text: str) -> Part:
     )
 
     async def main() -> Part | None:
-        stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener())
-        for word in text.split(" "):
-            stream.add(word + " ")
         try:
-            async with asyncio.timeout(_WAIT_S):
-                return await stream.next()
+            return await first_part_streamed(
+                synthesizer.stream(synthesizer.voice("af_heart"), Listener()), text
+            )
         finally:
-            stream.close()
             await synthesizer.scheduler.aclose(5.0)
 
     part = asyncio.run(main())

@@ -1,0 +1,23 @@
+"""Driving a segment stream (:class:`koe.pipeline.stream.SegmentStream`) as a transport would."""
+
+from __future__ import annotations
+
+import asyncio
+
+from koe.pipeline.job import Part
+from koe.pipeline.stream import SegmentStream
+
+#: Longer than any fake-engine part takes to come.
+WAIT_S = 30.0
+
+
+async def first_part_streamed(stream: SegmentStream, text: str) -> Part | None:
+    """The first part ``stream`` hands out for ``text`` added a word at a time and left unfinished (the turn
+    is not flushed: more text may come); the stream is closed after."""
+    for word in text.split(" "):
+        stream.add(word + " ")
+    try:
+        async with asyncio.timeout(WAIT_S):
+            return await stream.next()
+    finally:
+        stream.close()
