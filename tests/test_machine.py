@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,21 @@ def test_a_cpu_is_named_by_its_instruction_flags(monkeypatch: pytest.MonkeyPatch
 
     assert named("sse2 avx2 fma") == named("fma sse2 avx2")
     assert named("sse2 avx2 fma") != named("sse2 avx2 fma avx512f avx512_vnni")
+
+
+def test_two_processes_write_a_kept_file_under_names_of_their_own(tmp_path: Path) -> None:
+    """Two servers (or test workers) sharing a cache must not rename one partial file from under each
+    other: the partial name is this process's, beside the file, with its suffix (np.savez needs it)."""
+    script = (
+        "import sys; from pathlib import Path; from koe.machine import partial_of; "
+        "print(partial_of(Path(sys.argv[1])))"
+    )
+    kept = tmp_path / "calibration" / "af_heart.npz"
+    names = {
+        subprocess.run(
+            [sys.executable, "-c", script, str(kept)], capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(2)
+    }
+    assert len(names) == 2
+    assert all(Path(name.strip()).parent == kept.parent and name.strip().endswith(".npz") for name in names)
