@@ -25,7 +25,7 @@ from websockets.asyncio.client import connect
 
 from koe.audio import encoder
 from koe.audio.encoder import encode_whole
-from koe.pipeline import stream
+from koe.pipeline import markup, stream
 from koe.pipeline.stream import FEED_SLICE_CHARS
 from koe.server import responses
 from koe.text.segment import Segmenter
@@ -153,7 +153,8 @@ def test_a_20000_digit_number_is_segmented_a_slice_per_loop_turn(
 def test_an_ssml_turn_is_read_in_a_thread_not_on_the_event_loop(
     fake_server: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reading SSML costs time linear in its text, read whole once the turn is finished: on the loop, a
+    """Reading SSML costs time linear in its text, read whole once the turn is finished (and, on a route
+    that takes the whole text, once before to refuse what cannot be spoken): on the loop, a
     20,000-character document held it for ~0.1 s (a one-off, 2026-12-03, this 2-core machine)."""
     threads: list[threading.Thread] = []
     read = stream.read
@@ -163,10 +164,11 @@ def test_an_ssml_turn_is_read_in_a_thread_not_on_the_event_loop(
         return read(ssml)
 
     monkeypatch.setattr(stream, "read", recorded)
+    monkeypatch.setattr(markup, "read", recorded)
     body = {"text": "<speak>Hello <break time='200ms'/> there.</speak>", "format": "pcm"}
     response = httpx.post(fake_server.http_url + "/invocations", json=body, timeout=WAIT_S)
     assert response.status_code == 200 and len(response.content) > 0
-    assert len(threads) == 1 and threads[0] is not fake_server.thread
+    assert len(threads) == 2 and fake_server.thread not in threads  # the check, then the stream
 
 
 #: How long segmenting each slice's worth of the flood below holds the loop: pathological text made slow on
