@@ -12,8 +12,8 @@ def prepare_onnx(settings: Settings, voices_dir: Path) -> None:
     """The stage cut's proof (loading the engine once records it), the stage graphs ONNX Runtime optimized
     (kept for any CPU of this architecture) and the default voice's windowing calibration, which depends on
     the model, koe and the voice, not the machine: an image built with them spares every container's first
-    start seconds of CPU (12 s under load here for the calibration). Its window costs are timed too, kept
-    for this CPU only."""
+    start seconds of CPU, most of them the calibration's. Its window costs are timed too, kept for this CPU
+    only."""
     from koe.engine.assets import ModelSource
     from koe.engine.registry import EngineOptions, load_engine
     from koe.engine.voices import VoiceBank
@@ -25,7 +25,7 @@ def prepare_onnx(settings: Settings, voices_dir: Path) -> None:
 
 def prepare_g2p(settings: Settings) -> None:
     """Build the G2P of the default voice's language once, for what it keeps in koe's cache (misaki's grown
-    dictionaries: ~0.2 s of every later build, and they depend on misaki's data, not the machine)."""
+    dictionaries: a share of every later build, and they depend on misaki's data, not the machine)."""
     from koe.engine.voices import language_of, parse_blend
     from koe.g2p.registry import G2PRegistry
 

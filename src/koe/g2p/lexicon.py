@@ -1,9 +1,9 @@
 """misaki's pronouncing dictionaries as its lexicon holds them, kept in koe's cache once grown.
 
 misaki ships each dictionary as JSON and grows it at every start (a capitalized twin of every lowercase
-word): two dictionaries per accent, ~0.36 s of the G2P's build here, holding the GIL beside the engine's
+word): two dictionaries per accent, a large share of the G2P's build, holding the GIL beside the engine's
 load. The grown dictionary depends only on the JSON's bytes and misaki's version, so it is kept under a key
-of both as ``marshal`` data (the format of Python's own bytecode cache, read in ~0.15 s for both): a
+of both as ``marshal`` data (the format of Python's own bytecode cache, read faster than the growing): a
 later start reads that instead. A missing, damaged or unwritable file only costs the growing again.
 """
 

@@ -6,8 +6,8 @@ timed. Arabic numbers are read by cn2an (15% → 百分之十五, a year digit b
 each number one timed word; their decimals are read digit by digit here (3.14 → 三点一四), as is a whole
 part longer than cn2an reads (it cuts decimals at 16 digits and fails on a longer whole part).
 Latin-script words go to the English G2P when one is given (docs/languages.md), as misaki's newer
-Chinese frontend does. jieba builds its prefix dictionary on first use (~1.6 s) and caches it in the
-temporary directory.
+Chinese frontend does. jieba builds its prefix dictionary on first use (a second or two) and caches it in
+the temporary directory.
 """
 
 from __future__ import annotations

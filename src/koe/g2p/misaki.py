@@ -29,7 +29,7 @@ UNKNOWN = "❓"
 _SPACY_COMPONENTS = ("tok2vec", "tagger")
 _SPACY_UNUSED = ("parser", "attribute_ruler", "lemmatizer", "ner", "senter")
 #: The package's tokenizer on disk is English's default one, which spaCy has already built from its
-#: config by then (a test checks the two are the same to the byte): reading it again took ~0.2 s.
+#: config by then (a test checks the two are the same to the byte): reading it again is wasted start time.
 _SPACY_SKIPPED = ("tokenizer",)
 #: misaki's ``Lexicon.cap_stresses`` (0.9.4), which :class:`OfflineLexicon` sets as misaki's constructor does.
 _CAP_STRESSES = (0.5, 2)
@@ -51,7 +51,8 @@ def _spacy_pipeline() -> Any:
 
 
 #: Imported by spaCy's thinc only to offer torch-backed layers (``thinc.compat``), which the tagger pipeline
-#: misaki runs has none of; importing torch there took ~1.9 s and ~180 MB of a cold start (measured).
+#: misaki runs has none of; importing torch there would cost a cold start seconds and a large share of its
+#: memory.
 _TORCH = "torch"
 
 
@@ -71,8 +72,8 @@ def _torch_kept_out() -> Iterator[None]:
 
 
 #: spaCy's command-line interface, which ``import spacy`` imports only to offer ``spacy.info``: typer,
-#: weasel, requests and the commands' modules, 0.19 s of spaCy's 0.6 s import here (measured), and neither
-#: misaki nor koe runs a spaCy command.
+#: weasel, requests and the commands' modules, a large share of spaCy's import time, and neither misaki
+#: nor koe runs a spaCy command.
 _CLI, _CLI_INFO = "spacy.cli", "spacy.cli.info"
 
 
@@ -116,8 +117,8 @@ def _offline_g2p(british: bool) -> Any:
 
     class OfflineLexicon(en.Lexicon):  # type: ignore[misc]
         """misaki's lexicon without the audit of its own dictionaries that its constructor runs at every
-        start (asserts over every entry's symbols, ~0.5 s here): they are pinned with misaki's version, and
-        a test compares this lexicon with misaki's own."""
+        start (asserts over every entry's symbols, a visible share of the build): they are pinned with
+        misaki's version, and a test compares this lexicon with misaki's own."""
 
         def __init__(self) -> None:
             self.british = british

@@ -1,9 +1,9 @@
 """Each language's G2P, built at load (the languages a caller names) or on first use.
 
-Building takes seconds (misaki's English lexicon and spaCy ~2.5 s, OpenJTalk ~1 s, jieba's dictionary
-~1.6 s), so a G2P is built once, by whichever thread needs it first, while others needing the same one wait
-for it; :meth:`G2PRegistry.prepare` starts a build in the background as soon as a turn's language is known.
-A language whose optional dependency is missing fails with ``AssetError`` (``language_unavailable``)
+Building takes up to seconds (misaki's English lexicon and spaCy, OpenJTalk's dictionary, jieba's prefix
+dictionary), so a G2P is built once, by whichever thread needs it first, while others needing the same one
+wait for it; :meth:`G2PRegistry.prepare` starts a build in the background as soon as a turn's language is
+known. A language whose optional dependency is missing fails with ``AssetError`` (``language_unavailable``)
 naming the command that installs it, and :meth:`G2PRegistry.check` says so without building anything.
 """
 

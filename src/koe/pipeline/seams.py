@@ -97,9 +97,9 @@ def trim(timing: SegmentTiming, *, keep_lead: bool = False) -> Trim:
 QUIET_DB = -60.0
 QUIET_WINDOW = SAMPLE_RATE // 200
 #: Quiet an utterance's audio ends with, once trimmed, after a sentence's end (its last phoneme fades
-#: long before its duration ends: measured 320-390 ms on three sentences, af_heart, 2026-12-03), and quiet
-#: its kept onset frames start with (0-40 ms on seven utterances): what a pause past a segment's edge
-#: counts for the segment on the other side, which it cannot measure.
+#: well before its duration ends), and quiet its kept onset frames start with (a few tens of milliseconds
+#: at most): what a pause past a segment's edge counts for the segment on the other side, which it cannot
+#: measure.
 SEGMENT_END_QUIET_S = 0.35
 ONSET_QUIET_S = 0.02
 

@@ -149,7 +149,7 @@ class SegmentStream:
         self._styles: dict[int, Style] = {}
         self._styled: dict[Style, Voice] = {}
         #: the finished SSML being read in a thread: a read costs time linear in the text, too long for the
-        #: event loop (~0.1 s for 20,000 characters: a one-off, 2026-12-03, this 2-core machine)
+        #: event loop on a long text
         self._reading: asyncio.Future[Read | ConfigError] | None = None
         self._cut: deque[Segment] = deque()
         self._in_flight: deque[_InFlight] = deque()
@@ -321,9 +321,8 @@ class SegmentStream:
     def _engine_shared(self) -> bool:
         """Whether another turn's work is queued or running. Windows cost more work than a whole decode
         (each pays its context again), which a contended engine takes from every listener: with two streams
-        at once on 2 cores, late segments windowed gapped 8 times per answer where none windowed gapped 4
-        (one-off observation, 2026-12-01). Each of this turn's unfinished segments has at most one job
-        queued or running."""
+        at once on a small CPU, windowing late segments made the answers gap more often, not less. Each of
+        this turn's unfinished segments has at most one job queued or running."""
         own = sum(1 for item in self._in_flight if item.driver is not None and not item.driver.done())
         stats = self._scheduler.stats
         return stats.queued + stats.running > own
@@ -456,8 +455,8 @@ class SegmentStream:
         (its replay is sooner still).
 
         What is joined is cut short (:data:`MIN_HINT_CHARS`), so that it ends at its first clause where it
-        has one: stage A runs on the whole utterance before its first window, at ~1 ms per frame here, so
-        each second of audio joined beyond what windowing needs delays the first word by ~40 ms. A cut that
+        has one: stage A runs on the whole utterance before its first window, at a cost per frame, so each
+        second of audio joined beyond what windowing needs delays the first word. A cut that
         lands inside a phrase is joined with what follows it, so the utterance still ends at a pause — but
         never past the segmenter's hard maximum (:attr:`Segmenter.max_chars`): text with no pause in it (a
         number thousands of digits long) would otherwise become one segment, whose G2P no cancel reaches.

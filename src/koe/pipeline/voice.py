@@ -31,7 +31,7 @@ class Voice:
 
 
 def style_digest(style: StyleTable) -> str:
-    """A digest of a style table's float32 bytes (~0.3 ms for a 510 × 256 table)."""
+    """A digest of a style table's float32 bytes (one hash over 510 × 256 floats: cheap beside a decode)."""
     return hashlib.sha256(np.ascontiguousarray(style, dtype=np.float32).tobytes()).hexdigest()
 
 

@@ -91,8 +91,8 @@ class LinearCost:
 _RTF_RANGE = (0.05, 3.0)
 _OVERHEAD_RANGE_S = (0.0, 2.0)
 _CHARS_PER_S_RANGE = (5.0, 30.0)
-#: This project's measurements on a 2-core CPU (Kokoro int8, 1 worker × 2 threads): the defaults
-#: before a server's warm-up replaces them.
+#: Round figures for Kokoro int8 on a small CPU (1 worker × 2 threads): what a server plans with until
+#: it has timed its own machine (:mod:`koe.server.measurement`); every finished segment corrects them.
 DEFAULT_OVERHEAD_S = 0.35
 DEFAULT_RTF = 0.55
 DEFAULT_CHARS_PER_S = 14.0

@@ -7,17 +7,18 @@ prepared for the default voice (:meth:`Engine.prepare`: its windows' calibration
 the server windows. Both give the same answer at every start on one machine, so both are kept
 (:class:`koe.machine.Measured`) and a later start measures nothing.
 
-A container's start is always a first start, and timing them cost ~2.7 s of its ~5.2 s to ``/ping`` 200
-here (docs/operations.md, "Cold start"), which every autoscaling step pays. So a server that loaded its own
-model becomes ready as soon as it is proven (:mod:`koe.server.warmup`) and speaks from the defaults the
-cost models start with (measured on the 2-core development machine), corrected by every segment and
-window it decodes; :meth:`CostMeasurement.when_idle` then measures each part when no session or request is
-open and the scheduler has had nothing to do for :data:`QUIET_S` (a turn can leave it idle for over a
-second while its listener plays what it has), as an exclusive job that a live job stops at once (the
-engine's run in progress ends within a node of its graph: :class:`~koe.engine.base.Cancel`), to be taken
-again later. Sharing the two cores with a part instead, a request's first segment decoded in windows
-stuttered, and waiting for the part put its first word at 1.41 s instead of ~0.5 s (docs/benchmarks.md,
-scenario 9); and a part's timing would be the busy machine's, not this one's.
+A container's start is always a first start, and timing them before ``/ping`` turns 200 would make every
+such start, which every autoscaling step pays, take seconds longer (docs/operations.md, "Cold start"). So
+a server that loaded its own model becomes ready as soon as it is proven (:mod:`koe.server.warmup`) and
+speaks from the defaults the cost models start with (:mod:`koe.scheduler.cost`,
+:mod:`koe.engine.onnx.costs`), corrected by every segment and window it decodes;
+:meth:`CostMeasurement.when_idle` then measures each part when no session or request is open and the
+scheduler has had nothing to do for :data:`QUIET_S` (a turn can leave it idle for over a second while its
+listener plays what it has), as an exclusive job that a live job stops at once (the engine's run in
+progress ends within a node of its graph: :class:`~koe.engine.base.Cancel`), to be taken again later.
+Sharing the cores with a part instead, a request's first segment decoded in windows stuttered, and
+waiting for the part delayed its first word (docs/benchmarks.md, scenario 9); and a part's timing would
+be the busy machine's, not this one's.
 """
 
 from __future__ import annotations

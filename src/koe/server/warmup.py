@@ -22,11 +22,11 @@ from koe.pipeline.speech import Speech
 logger = logging.getLogger(__name__)
 
 #: The G2P's proof, also the shorter of the two utterances timed. No untimed run precedes the timed ones:
-#: ONNX Runtime's first run of a session is no slower than its second (measured).
+#: ONNX Runtime's first run of a session is no slower than its second.
 PROOF = "Hello there."
 #: The engine's proof: one vowel, "a" in "about". Every session of a stream runs on it as on a sentence, at
-#: half the cost of "Hello there."'s phonemes (0.34–0.47 s against 0.69–0.88 s here: one-off observation,
-#: 2026-12-01), and it runs beside the G2P's build, which it slows by what it takes of the two cores.
+#: a fraction of the cost of "Hello there."'s phonemes, and it runs beside the G2P's build, which it slows
+#: by what it takes of the cores.
 ENGINE_PROOF = "ə"
 
 

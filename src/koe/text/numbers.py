@@ -120,8 +120,8 @@ def _phone(m: re.Match[str]) -> list[Say]:
     """555-1234 comes out of misaki as one number glued to another; say it digit by digit, in groups.
 
     The digits are said as words, and 0 as "oh", the way people read a number out: said as digits, "5 5 5"
-    was heard "55" by the reading corpus's ASR, and in "two one two, five five five, zero one eight seven"
-    too, where "…, oh one eight seven" was heard right (one-off probes, 2026-12-01; docs/text.md).
+    is heard as "55" by an ASR, and "zero one eight seven" less reliably than "oh one eight seven"
+    (docs/text.md).
     """
     groups = _DIGIT_RUN.findall(m.group())
     said = [

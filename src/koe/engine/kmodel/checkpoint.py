@@ -43,7 +43,8 @@ WEIGHTS_FILE = "kokoro-v1_0.pth"
 #: pin it; no copy is reachable from the machine koe is developed on, so it was not hashed here.
 WEIGHTS_SHA256 = "496dba118d1a58f5f3db2efc88dbdc216e0483fc89fe6e47ee1f2c53f18ad1e4"
 DERIVED_FILE = "kokoro-v1_0-dequantized-int8.pth"
-#: :func:`state_digest` of the state derived from the pinned int8 export (measured on 2026-12-01).
+#: :func:`state_digest` of the state derived from the pinned int8 export: a derivation that gives other
+#: tensors is refused.
 DERIVED_DIGEST = "f07608d3986ac9bc1242ef00d7af3fc92936de054561c4b7658465eb321af9a3"
 #: The checkpoint's top-level keys: one state dict per KModel component.
 COMPONENTS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")

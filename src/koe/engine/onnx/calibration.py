@@ -3,7 +3,7 @@
 A window normalized with its own statistics comes out muffled and quiet; one normalized with the
 statistics the whole segment would have had sounds like the whole decode. Those are estimated from the
 voice's moments over quiet and voiced frames (:mod:`koe.engine.onnx.moments`), measured by stage B on a few
-calibration sentences (~5 s of CPU per voice here), so they are computed on a voice's first use — in a
+calibration sentences (seconds of CPU per voice), so they are computed on a voice's first use — in a
 background thread, while that voice's segments decode whole — and kept under koe's cache directory. A
 cached file is used only if its key (model hash, koe version, calibration set, the voice's style table)
 matches and every array has the expected name, shape and finite values.
@@ -40,8 +40,8 @@ logger = logging.getLogger(__name__)
 #: Calibration sentences, already phonemized (the engine is language-blind), with the speed each is spoken
 #: at: "Good morning! I have checked the numbers, and everything looks fine for the launch next week." and
 #: "Could you bring the blue folder from my desk? We should read it together before lunch." One slow and one
-#: fast take fit speeds 0.8–1.3 better than two at 1.0 (worst band 4.5–4.8 dB against 4.8–5.4); adding two
-#: short sentences helped nothing.
+#: fast take fit speeds 0.8–1.3 better than two at 1.0 (a smaller log-mel distance in the worst speed
+#: band); adding two short sentences helped nothing.
 CALIBRATION_SET = (
     ("ɡˈʊd mˈɔɹnɪŋ! ˌI hæv ʧˈɛkt ðə nˈʌmbəɹz, ænd ˈɛvəɹiθˌɪŋ lˈʊks fˈIn fɔɹ ðə lˈɔnʧ nˈɛkst wˈik.", 0.85),
     ("kˌʊd ju bɹˈɪŋ ðə blˈu fˈOldəɹ fɹʌm mI dˈɛsk? wˌi ʃˌʊd ɹˈid ɪt təɡˈɛðəɹ bəfˈɔɹ lˈʌnʧ.", 1.2),

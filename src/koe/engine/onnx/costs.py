@@ -24,10 +24,9 @@ logger = logging.getLogger(__name__)
 #: Input frames of the two windows timed to fit the cost model.
 COST_PROBE_FRAMES = (16, 44)
 #: The step costs a stream plans with until this machine's are measured (:meth:`DecodeCosts.measure`):
-#: a window's fixed seconds and seconds per input frame, stage A's seconds per token, as ``koe serve``
-#: measured them after ready on the 2-core development machine (an Intel Xeon; medians of 5 first starts:
-#: 39–86 ms, 5.6–10.9 ms/frame, 2.6–4.6 ms/token; one-off, 2026-12-02). Every window decoded corrects
-#: their scale (:meth:`LinearCost.observe`).
+#: a window's fixed seconds and seconds per input frame, stage A's seconds per token, of the order
+#: ``koe serve`` times on a small x86 CPU, so that a first start plans windows of a sensible size.
+#: Every window decoded corrects their scale (:meth:`LinearCost.observe`).
 PROVISIONAL_WINDOW_S = (0.052, 0.0067)
 PROVISIONAL_FRONT_S_PER_TOKEN = 0.0033
 

@@ -103,7 +103,7 @@ class OnnxEngine:
         self._model: bytes | None = model  # kept until the single graph's session is built from it
         self._whole: ort.InferenceSession | None = None
         #: the single graph is kept optimized only where it decodes everything: beside the stage cut it
-        #: serves a first start's proof and rare calls, and writing its 92 MB costs that start ~0.3 s
+        #: serves a first start's proof and rare calls, and writing its 92 MB would lengthen that start
         self._keep_whole = False
         self._whole_lock = threading.Lock()
         self.providers = providers

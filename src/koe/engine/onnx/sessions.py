@@ -1,19 +1,18 @@
 """ONNX Runtime sessions built from graphs that ONNX Runtime optimized before, on this machine or another.
 
-Most of a session's build is ONNX Runtime optimizing the graph: here 0.46 s of the front stage's build, and
-a cold start builds three sessions. ONNX Runtime can write the graph it optimized to a file; a session built
-from that file builds in about a third of the time and runs the same kernels, so its output is the same to
-the bit (tested). What is kept is the graph optimized up to :data:`KEPT_LEVEL`: it depends on the bytes it
-came from, the ONNX Runtime version, the level and the providers, not on the CPU. The level above it
-("all") adds layout optimizations that choose this CPU's instructions (ONNX Runtime's docs: a graph saved
-with them needs compatible hardware), so a session at "all" is built from the kept graph with them switched
-on, and makes them there: ~0.01 s per stage here, where they change nothing in this int8 model (the graphs
-saved at "extended" and at "all" hold the same nodes, measured). So the graphs `koe install` keeps while
-an image is built serve every container started from it, on any CPU of the same architecture, and a
-container's first start optimizes nothing. They are kept in koe's cache under a key of all of the above
-(``<cache>/optimized/<key>.onnx``), the last :data:`KEPT_GRAPHS` used only. Only CPU sessions are kept:
-graphs optimized for other providers may hold kernels compiled for one device, which ONNX Runtime does not
-promise to reload. Every run of these sessions takes :func:`releasing`'s options, so that a long decode's
+Most of a session's build is ONNX Runtime optimizing the graph, and a cold start builds three sessions. ONNX
+Runtime can write the graph it optimized to a file; a session built from that file builds in about a third of
+the time and runs the same kernels, so its output is the same to the bit (tested). What is kept is the graph
+optimized up to :data:`KEPT_LEVEL`: it depends on the bytes it came from, the ONNX Runtime version, the level
+and the providers, not on the CPU. The level above it ("all") adds layout optimizations that choose this CPU's
+instructions (ONNX Runtime's docs: a graph saved with them needs compatible hardware), so a session at "all"
+is built from the kept graph with them switched on, and makes them there: a small cost, as they change nothing
+in this int8 model (the graphs saved at "extended" and at "all" hold the same nodes). So the graphs `koe
+install` keeps while an image is built serve every container started from it, on any CPU of the same
+architecture, and a container's first start optimizes nothing. They are kept in koe's cache under a key of all
+of the above (``<cache>/optimized/<key>.onnx``), the last :data:`KEPT_GRAPHS` used only. Only CPU sessions are
+kept: graphs optimized for other providers may hold kernels compiled for one device, which ONNX Runtime does
+not promise to reload. Every run of these sessions takes :func:`releasing`'s options, so that a long decode's
 memory is given back when it ends.
 """
 
@@ -92,8 +91,8 @@ class OptimizedSessions:
 
     def __call__(self, graph: bytes, keep: bool = True) -> ort.InferenceSession:
         """The session of ``graph``, found by its bytes; without ``keep``, a graph that was not kept is
-        optimized and not written (writing it costs a start ~0.1 s per 30 MB: not worth it for a rare
-        session)."""
+        optimized and not written (writing it lengthens the start in proportion to its size: not worth it
+        for a rare session)."""
         return self._session(hashlib.sha256(graph), lambda: graph, keep)
 
     def named(self, name: str, graph: Callable[[], bytes]) -> ort.InferenceSession:
@@ -140,7 +139,7 @@ class OptimizedSessions:
     def _optimize(self, data: bytes, path: Path) -> ort.InferenceSession:
         """A session optimized now, its graph written beside for the next start (a cache that cannot be
         written costs the optimization each time, nothing more). Above :data:`KEPT_LEVEL`, the session is
-        then built from the graph written, as every later one will be (~0.1 s more, once per graph)."""
+        then built from the graph written, as every later one will be (a little more, once per graph)."""
         partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

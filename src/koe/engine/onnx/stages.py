@@ -144,7 +144,7 @@ class Stages:
         """Per norm, over the whole decodes of ``takes`` (front, style row): the per-class sums of its
         input and of its square (``[2, C]`` each) and the class counts (``[2]``), in float64. The measuring
         session is built for the call and dropped after it: calibration is rare, and measuring in the
-        everyday vocoder would cost every decode ~3% (measured)."""
+        everyday vocoder would slow every decode by its extra outputs."""
         names = [name for index in range(len(self.norms)) for name in moment_outputs(index)]
         measuring = self._measuring()
         totals: list[tuple[Sums, Sums, Sums]] = []
@@ -246,8 +246,8 @@ def derive(
     """Cut the model (``proto``, parsed from ``model``) into the three stage sessions; raises
     ``AssetError`` when the graph is another export. ``kept_as`` identifies this cut of these bytes (the
     verdict's key): the sessions kept under it from an earlier start are used as they are, and the graphs
-    are extracted only for those that were not (extracting them holds the GIL ~0.5 s, beside the G2P's
-    build); without it, they are extracted and their sessions found by their bytes."""
+    are extracted only for those that were not (extracting them holds the GIL, beside the G2P's build);
+    without it, they are extracted and their sessions found by their bytes."""
     produced = {output for node in proto.graph.node for output in node.output}
     missing = [name for name in (DURATIONS, ENERGY, *_CUT, _AUDIO) if name not in produced]
     inputs = {value.name for value in proto.graph.input}

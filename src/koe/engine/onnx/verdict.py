@@ -1,12 +1,12 @@
 """The stage cut's verdict, remembered per model: proven once, then trusted on that CPU by its key.
 
 Proving the cut (:func:`koe.engine.onnx.stages.verify`) decodes the probe through A→B, through the whole
-graph and through the frozen vocoder: ~3 s of a cold start here. Whether A→B equals the whole graph depends
+graph and through the frozen vocoder: seconds of a cold start. Whether A→B equals the whole graph depends
 only on the model's bytes, koe's cut, the ONNX Runtime build and options that run them and the CPU whose
 instructions its kernels pick, so once proven it is kept in koe's cache under a key of the first of those
 (the model's sha256 among them: other bytes are another key, proven afresh), with the sha256 of the probe's
 A→B audio and the CPUs it was proven on. A later load on one of those CPUs decodes no probe at all (its
-first real decode is no slower than a second one: ONNX Runtime pays no first-run cost here, measured). On
+first real decode is no slower than a second one: ONNX Runtime pays no first-run cost). On
 another CPU (a container built on one machine and started on another) it decodes the probe through A→B and
 compares digests: the same bytes mean the same stages, and that CPU is added. A missing, unreadable,
 malformed or foreign file, a different key or a different digest is doubt, and doubt means the full proof

@@ -45,9 +45,8 @@ MAX_WINDOW_FRAMES = 160
 #: Plan to finish a window when this share of the listener's buffered audio has played.
 SAFETY = 0.6
 #: How much slower than predicted windows may run, one after another, with the listener's buffer still
-#: growing (:func:`steady_buffer_s`): the cost model follows a change of load only over a few windows
-#: (measured in the server, 2026-12-01: a turn's first window 1.1-1.8× its prediction and its second up
-#: to 1.3× right after another process's model ran; runs of 3-4 windows at 1.1-1.3× under load).
+#: growing (:func:`steady_buffer_s`): the cost model follows a change of load only over a few windows, so
+#: a turn's first windows right after other work, and runs of windows under load, take longer than predicted.
 OVERRUN = 1.3
 _FRAME_S = FRAME_SAMPLES / SAMPLE_RATE
 
