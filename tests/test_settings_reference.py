@@ -18,13 +18,13 @@ ROOT = Path(__file__).parents[1]
 OPERATIONS = ROOT / "docs" / "operations.md"
 #: Where koe and what ships or runs beside it are written; tests/ name variables of their own (the fake
 #: engine's) and set koe's, which are checked where koe reads them.
-SCANNED = ("src/koe", "bench", "benchmarks", "deploy", "docs", "README.md", "Makefile")
+SCANNED = ("src/koe", "bench", "deploy", "docs", "README.md", "Makefile")
 SUFFIXES = {".py", ".js", ".html", ".md", ".sh", ".Dockerfile", ".ts", ".json", ""}
 #: Names that are no setting of koe's, each with its owner: the doc says so beside the reference.
 NOT_KOES = {
-    "KOE_WEIGHTS": "a build argument of deploy/gpu.Dockerfile (and benchmarks/gpu_ladder.sh passes it on)",
-    "KOE_BENCH_DEVICE": "the GPU scripts' own (benchmarks/)",
-    "KOE_BENCH_LIMIT_S": "the GPU scripts' own (benchmarks/)",
+    "KOE_WEIGHTS": "a build argument of deploy/gpu.Dockerfile (and bench/gpu_ladder.sh passes it on)",
+    "KOE_BENCH_DEVICE": "the GPU scripts' own (bench/)",
+    "KOE_BENCH_LIMIT_S": "the GPU scripts' own (bench/)",
     "KOE_GPU_KIT": "the CUDA tests' and the GPU kit's own (make gpu-kit)",
     "KOE_SCREENSHOT": "the browser test's own (make screenshot)",
 }

@@ -1,8 +1,9 @@
 """The ``koe`` command: the only place that configures logging or exits.
 
-Each subcommand has a ``_register_<name>`` function that adds its parser and sets its handler; the
-measuring commands (``bench``, ``soak``) register from :mod:`koe.bench.commands`. Heavy imports (ONNX
-Runtime, spaCy) happen inside handlers so that ``koe --help`` stays instant.
+Each subcommand has a ``_register_<name>`` function that adds its parser and sets its handler; other
+distributions add subcommands through the :data:`COMMANDS_GROUP` entry points (the benchmark package in
+``bench/`` adds ``bench`` and ``soak``), so koe never imports them. Heavy imports (ONNX Runtime, spaCy)
+happen inside handlers so that ``koe --help`` stays instant.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from koe.bench.commands import register_bench, register_soak
-from koe.errors import KoeError
+from koe.errors import ConfigError, KoeError
+from koe.extras import BENCH_INSTALL_HINT
 from koe.logs import JsonFormatter, RedactSecrets, TextFormatter
 
 if TYPE_CHECKING:
@@ -564,13 +565,45 @@ def _run_settings(args: argparse.Namespace) -> int:
 # --- entry point -------------------------------------------------------------------------------------------
 
 
+#: The entry point group other distributions add ``koe`` subcommands through: each entry point is named
+#: for its command and loads a registrar like the ``_register_<name>`` functions here.
+COMMANDS_GROUP = "koe.commands"
+#: The commands the benchmark package adds; without it installed they say how to install it.
+_BENCH_COMMANDS = ("bench", "soak")
+
+
+def _register_added(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The :data:`COMMANDS_GROUP` commands installed here, and a pointer to the benchmark package for
+    each of its commands that is not."""
+    from importlib.metadata import entry_points
+
+    added = set()
+    for entry in entry_points(group=COMMANDS_GROUP):
+        entry.load()(subparsers)
+        added.add(entry.name)
+    for name in _BENCH_COMMANDS:
+        if name not in added:
+            # no option prefix: every word after the command, ``--help`` included, reaches the handler
+            parser = subparsers.add_parser(
+                name, help=f"not installed: {BENCH_INSTALL_HINT}", add_help=False, prefix_chars="\0"
+            )
+            parser.add_argument("arguments", nargs="*")
+            parser.set_defaults(handler=_bench_not_installed)
+
+
+def _bench_not_installed(args: argparse.Namespace) -> int:
+    raise ConfigError(
+        f"koe {args.command} is a command of the benchmark package (koe-bench), which is not installed: "
+        f"{BENCH_INSTALL_HINT}",
+        code="missing_extra",
+    )
+
+
 _REGISTRARS = (
     _register_say,
     _register_voices,
     _register_install,
     _register_doctor,
-    register_bench,
-    register_soak,
     _register_serve,
     _register_wyoming,
     _register_agent,
@@ -593,6 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for register in _REGISTRARS:
         register(subparsers)
+    _register_added(subparsers)
     return parser
 
 
@@ -627,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if argv is None:
             # the process ends next: Python's final collection would walk every object the G2P and the
-            # model left (~0.3 s of `koe say` here, measured), and none of them needs it
+            # model left, a noticeable part of a short command such as `koe say`, and none of them needs it
             gc.freeze()
 
 

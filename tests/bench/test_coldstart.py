@@ -1,5 +1,5 @@
 """The cold-start measurement's pieces that need no model: the children it starts, the step timer, the
-ratios and the table (the measurement itself is ``python -m koe.bench.coldstart`` and ``koe bench``)."""
+ratios and the table (the measurement itself is ``python -m koe_bench.coldstart`` and ``koe bench``)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from koe.bench import firstrequest
-from koe.bench.children import Koe
-from koe.bench.coldstart import TARGET_RATIO, ColdRun, _StepTimer, run, summarize_cold, table, targets
-from koe.bench.firstrequest import FirstRequest
 from koe.errors import ConfigError
+from koe_bench import firstrequest
+from koe_bench.children import Koe
+from koe_bench.coldstart import TARGET_RATIO, ColdRun, _StepTimer, run, summarize_cold, table, targets
+from koe_bench.firstrequest import FirstRequest
 
 
 def test_a_baseline_tree_runs_with_its_own_source_and_says_so_in_its_kind() -> None:
@@ -53,9 +53,9 @@ def test_a_first_start_runs_each_child_in_a_cache_of_its_own_holding_what_instal
     )
 
 
-def test_a_baseline_tree_without_this_measurement_is_refused_before_any_process_runs(tmp_path: Path) -> None:
-    (tmp_path / "koe").mkdir()  # a koe from before the measurement existed: its step profile could not run
-    with pytest.raises(ConfigError, match=r"koe/bench/coldstart\.py"):
+def test_a_baseline_that_is_no_koe_source_tree_is_refused_before_any_process_runs(tmp_path: Path) -> None:
+    (tmp_path / "koe").mkdir()  # a folder named koe without koe's CLI: the step profile could not run it
+    with pytest.raises(ConfigError, match=r"koe/cli\.py"):
         run(1, baseline=tmp_path)
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from koe.agent.replay import ReplayPace
-from koe.bench.config import ANSWER, QUICK_ANSWER, BenchConfig
 from koe.errors import ConfigError
+from koe_bench.config import ANSWER, QUICK_ANSWER, BenchConfig
 
 
 def test_quick_run_is_short_and_full_run_uses_the_long_answer() -> None:
@@ -56,7 +56,7 @@ def test_capacity_needs_at_least_one_round() -> None:
 
 
 def test_benchmark_servers_synthesize_every_repeat_instead_of_replaying_it_from_the_segment_cache() -> None:
-    from koe.bench.target import bench_settings
+    from koe_bench.target import bench_settings
 
     assert bench_settings().segment_cache_mb == 0.0
     assert bench_settings().port == 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from koe.bench import corpus
 from koe.errors import ConfigError
+from koe_bench import corpus
 
 #: The kinds of LLM-style text the corpus must cover, each with enough texts for a pass rate.
 GROUPS = {

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 from koe.agent.replay import ReplayPace
-from koe.bench import fastkokoro, firstaudio
-from koe.bench.config import BenchConfig
-from koe.bench.stats import Chunk
-from koe.bench.turns import TurnTrace
+from koe_bench import fastkokoro, firstaudio
+from koe_bench.config import BenchConfig
+from koe_bench.stats import Chunk
+from koe_bench.turns import TurnTrace
 from live_server import ServerFactory
 
 #: The peer speaks every text as 2 s of audio, 0.5 s after it is asked.

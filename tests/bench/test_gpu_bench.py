@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from koe.bench.gpu import QUICK_LADDER, GpuBenchConfig, run, write
 from koe.errors import ConfigError
 from koe.pipeline.speech import Speech
 from koe.settings import Settings
+from koe_bench.gpu import QUICK_LADDER, GpuBenchConfig, run, write
 
 ANSWER = "Sure. The museum opens at nine."
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gpu_ladder.sh"
+SCRIPT = Path(__file__).parents[2] / "bench" / "gpu_ladder.sh"
 
 
 def _cuda_available() -> bool:
@@ -73,7 +73,7 @@ def test_a_ladder_must_rise_from_one_session(tmp_path: Path, ladder: tuple[int, 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the gpu extra is not installed")
 @pytest.mark.skipif(_cuda_available(), reason="this machine has CUDA: the script would run")
 def test_the_gpu_script_stops_at_once_on_a_machine_without_cuda(tmp_path: Path) -> None:
-    """``benchmarks/gpu_ladder.sh`` checks the device before it installs or measures anything."""
+    """``bench/gpu_ladder.sh`` checks the device before it installs or measures anything."""
     done = subprocess.run(
         ["bash", str(SCRIPT), str(tmp_path / "out")],
         env={**os.environ, "PYTHON": sys.executable},

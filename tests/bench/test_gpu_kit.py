@@ -1,5 +1,5 @@
 """The GPU kit without a GPU: its two parts' split, hashes and manifest, kokoro's repacked wheel, and the
-phoneme table that stands in for G2P on the device (koe.bench.gpukit, koe.g2p.table)."""
+phoneme table that stands in for G2P on the device (koe_bench.gpukit, koe.g2p.table)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from koe.bench import gpukit
-from koe.bench.config import ANSWER
 from koe.errors import AssetError, ConfigError
 from koe.g2p.table import build_table, load_table
+from koe_bench import gpukit
+from koe_bench.config import ANSWER
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = ROOT / "gpu-kit"
@@ -159,8 +159,10 @@ def test_the_built_kit_fits_the_carries_and_matches_its_manifest() -> None:
 def test_without_matplotlib_the_report_is_written_and_its_plot_drawn_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("matplotlib", reason="the plot drawn back here needs matplotlib (the bench extra)")
-    from koe.bench import gpu
+    pytest.importorskip(
+        "matplotlib", reason="the plot drawn back here needs matplotlib (a dependency of koe-bench)"
+    )
+    from koe_bench import gpu
 
     level = {
         "sessions": 1,

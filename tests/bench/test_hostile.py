@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from koe.bench.hostile import HOSTILE_ACTIONS, SERVER_ENV, Action
 from koe.settings import Settings
+from koe_bench.hostile import HOSTILE_ACTIONS, SERVER_ENV, Action
 from live_checks import assert_serving, failures_logged, metric
 from live_server import LiveServer, ServerFactory
 

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from koe.agent.replay import tokenize
-from koe.bench.languages import ANSWERS, answer, first_sentence_at, table
-from koe.bench.turns import TurnTrace
+from koe_bench.languages import ANSWERS, answer, first_sentence_at, table
+from koe_bench.turns import TurnTrace
 
 
 def test_the_first_sentence_ends_at_the_japanese_full_stop() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from koe.bench.openers import FOLLOW_UPS, OPENERS, answers, table
 from koe.pipeline.precache import BUILTIN_OPENERS, first_segment
+from koe_bench.openers import FOLLOW_UPS, OPENERS, answers, table
 
 
 def test_opener_turns_repeat_each_opener_with_a_sentence_it_had_not_had() -> None:

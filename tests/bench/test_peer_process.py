@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from koe.bench.peer_process import peer_process
+from koe_bench.peer_process import peer_process
 
 
 def test_a_relative_interpreter_path_is_found_from_the_peer_s_own_home(

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from koe.bench.capacity import levels
 from koe.cli import main
+from koe_bench.capacity import levels
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from koe.bench import corpus, reading
 from koe.cli import main
+from koe_bench import corpus, reading
 from live_server import LiveServer
 from support import Transcriber
 

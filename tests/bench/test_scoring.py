@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koe.bench.scoring import canonical, heard_as_expected
+from koe_bench.scoring import canonical, heard_as_expected
 
 SAME = {
     "money": ("It costs $5 and 99 cents.", "It costs five dollars and ninety-nine cents."),

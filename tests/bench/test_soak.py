@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from koe.bench.soak import ACTIONS, MAX_GROWTH_PCT, REFERENCE_ENV, SoakReport, rss_bytes, soak
+from koe_bench.soak import ACTIONS, MAX_GROWTH_PCT, REFERENCE_ENV, SoakReport, rss_bytes, soak
 from live_checks import wait_for
 from support.fake_serve import fake_serve_process
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from koe.bench.capacity import round_passes
-from koe.bench.stats import MIN_GAP_S, SPEECH_LEVEL, Chunk, fit_line, onset_s, simulate_playback, summarize
-from koe.bench.turns import PcmReader, TurnTrace, pcm_chunk
+from koe_bench.capacity import round_passes
+from koe_bench.stats import MIN_GAP_S, SPEECH_LEVEL, Chunk, fit_line, onset_s, simulate_playback, summarize
+from koe_bench.turns import PcmReader, TurnTrace, pcm_chunk
 
 
 def test_listener_starts_at_first_audio_and_counts_each_underrun() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from koe.bench.turns import split_sentences
+from koe_bench.turns import split_sentences
 
 
 def test_aws_sample_split_waits_for_the_space_after_a_sentence_end() -> None:

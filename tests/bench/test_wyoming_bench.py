@@ -11,10 +11,10 @@ from functools import partial
 import pytest
 
 from koe.agent.replay import ReplayPace
-from koe.bench import homeassistant, piper
-from koe.bench.config import PIPER_PYTHON
-from koe.bench.firstaudio import SENTENCE
-from koe.bench.homeassistant import KOE, PEER
+from koe_bench import homeassistant, piper
+from koe_bench.config import PIPER_PYTHON
+from koe_bench.firstaudio import SENTENCE
+from koe_bench.homeassistant import KOE, PEER
 from live_server import LiveServer, ServerFactory
 from support.fake import FakeEngine, fake_seconds
 

@@ -16,8 +16,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from koe.client.sagemaker import BotocoreCredentials, endpoint_uri, model_query_string, sdk_error
-from koe.client.session import StreamClient
+from koe.client.sagemaker import BotocoreCredentials, connect, endpoint_uri, model_query_string, sdk_error
 from koe.errors import ConfigError, ConnectionLostError, OverloadedError, UpstreamError
 from koe.extras import install_hint
 
@@ -44,7 +43,7 @@ def test_session_options_travel_as_the_model_query_string() -> None:
 @pytest.mark.skipif(HAS_SDK, reason="the SDK is installed: opening would contact AWS")
 def test_without_the_sdk_opening_says_what_to_install() -> None:
     async def main() -> None:
-        await StreamClient.connect_sagemaker("koe", "us-east-1")
+        await connect("koe", "us-east-1")
 
     with pytest.raises(ConfigError) as error:
         asyncio.run(main())

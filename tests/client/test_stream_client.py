@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from koe.client.session import StreamClient
-from koe.client.websocket import stream_url
+from koe.client.websocket import connect, stream_url
 from koe.engine.timing import FRAME_SAMPLES
 from koe.engine.vocab import tokenize
 from koe.errors import UpstreamError
@@ -33,7 +33,7 @@ async def tokens(text: str) -> AsyncIterator[str]:
 
 
 async def open_client(server: LiveServer) -> StreamClient:
-    return await StreamClient.connect(stream_url(server.http_url, voice="af_heart", format="pcm"))
+    return await connect(stream_url(server.http_url, voice="af_heart", format="pcm"))
 
 
 def test_stream_speaks_the_streamed_text(koe_server: LiveServer, transcribe: Transcriber) -> None:
@@ -129,7 +129,7 @@ def test_server_errors_surface_with_their_code(fake_server: LiveServer) -> None:
 
 def test_connecting_to_nothing_is_an_upstream_error() -> None:
     async def main() -> None:
-        await StreamClient.connect("ws://127.0.0.1:9/v1/stream", open_timeout_s=2)
+        await connect("ws://127.0.0.1:9/v1/stream", open_timeout_s=2)
 
     with pytest.raises(UpstreamError, match="cannot open a TTS session"):
         asyncio.run(main())

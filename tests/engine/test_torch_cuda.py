@@ -1,8 +1,8 @@
 """The PyTorch engine on CUDA: the checks ``test_torch_real.py`` makes on the CPU, on the device the GPU
 image serves from. Skipped where torch sees no CUDA device (this project's development machine);
-``benchmarks/gpu/run.sh`` runs them first on a GPU machine, before the capacity ladder. There no G2P is
+``bench/gpu/run.sh`` runs them first on a GPU machine, before the capacity ladder. There no G2P is
 installed: with ``KOE_GPU_KIT`` naming the kit, the texts' phonemes and voices come from it
-(:mod:`koe.bench.gpukit`).
+(:mod:`koe_bench.gpukit`).
 
 The bounds are the CPU tests' own: the stages against the int8 graph within
 ``koe.conversion.parity.TOLERANCES``, and a batch member the same take as itself alone.
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from koe.bench.gpukit import CUDA_BATCH_TEXTS, CUDA_STAGES_TEXT, kit_speech
 from koe.engine.assets import packaged_model_bytes
 from koe.pipeline.speech import Speech
+from koe_bench.gpukit import CUDA_BATCH_TEXTS, CUDA_STAGES_TEXT, kit_speech
 from support.batching import assert_batch_members_sound_as_alone
 from support.batching import request as sentence_request
 

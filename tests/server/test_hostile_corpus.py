@@ -17,7 +17,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from koe.bench.hostile_inputs import compressed_frame
+from koe_bench.hostile_inputs import compressed_frame
 from live_checks import assert_serving, failures_logged, no_leak
 from live_server import LiveServer, ServerFactory
 from sse_events import sse_events

@@ -21,7 +21,6 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from koe.app import create_app
-from koe.bench.target import wait_ready
 from koe.errors import AssetError, UpstreamError
 from koe.g2p.registry import G2PRegistry
 from koe.pipeline import speech as speech_module
@@ -29,6 +28,7 @@ from koe.pipeline.speech import Speech
 from koe.server.measurement import TIMED
 from koe.server.runtime import load_in_background, load_proven
 from koe.settings import Settings
+from koe_bench.target import wait_ready
 from live_checks import close_code, metric, wait_for
 from live_server import LOOPBACK, ServerFactory, run_server
 from support.fake import FakeEngine, fake_speech

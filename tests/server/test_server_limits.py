@@ -15,12 +15,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from koe.app import create_app
-from koe.bench.soak import rss_bytes
 from koe.engine.voices import VoiceBank
 from koe.pipeline.speech import Speech
 from koe.scheduler.queue import SchedulerStats
 from koe.settings import Settings
 from koe.wire.params import LANGS
+from koe_bench.soak import rss_bytes
 from live_checks import (
     assert_serving,
     close_code,

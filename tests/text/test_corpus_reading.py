@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from koe.bench import corpus
 from koe.text.segment import Segment, Segmenter
+from koe_bench import corpus
 
 READINGS = corpus.load()
 

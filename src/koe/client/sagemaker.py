@@ -10,7 +10,7 @@ Two layers. :func:`open_sdk_stream` is the only code that touches the SDK: it op
 the CRT HTTP/2 client (the SDK's default aiohttp client cannot stream both ways and refuses the call) and
 turns payload parts into frames. :class:`SageMakerTransport` is what the session uses: one task reads the
 stream into a bounded queue (so a cancelled ``receive`` loses nothing), and every SDK failure becomes a
-koe error once, here (:func:`sdk_error`).
+koe error once, here (:func:`sdk_error`). :func:`connect` opens one and builds the session on it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
+from koe.client.session import StreamClient
 from koe.errors import ConfigError, ConnectionLostError, KoeError, OverloadedError, UpstreamError
 from koe.extras import install_hint
 
@@ -185,6 +186,21 @@ class SageMakerTransport:
             await self._stream.close()
         except Exception:  # closing a failed stream may fail again; nothing is left to release
             logger.debug("closing the SageMaker stream %s failed", self.url, exc_info=True)
+
+
+async def connect(
+    endpoint_name: str, region: str, *, target_variant: str | None = None, **options: Any
+) -> StreamClient:
+    """A session through SageMaker's bidirectional stream (needs the ``sagemaker`` extra, Python ≥ 3.12).
+
+    ``options`` (voice, speed, format, sample_rate, lang) travel as the model query string. Credentials
+    come from the standard AWS chain; requests are signed with SigV4.
+
+    Raises:
+        ConfigError: the SDK is missing. UpstreamError: the endpoint cannot be reached.
+    """
+    transport = await SageMakerTransport.open(endpoint_name, region, target_variant=target_variant, **options)
+    return StreamClient(transport)
 
 
 # --- the SDK ---------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 The transports (``websocket``: a plain WebSocket; ``sagemaker``: ``InvokeEndpointWithBidirectionalStream``)
 only move frames. Everything else — encoding requests, decoding replies, a turn's lifetime, cancel — is
-here, once, so the SageMaker path runs the same tested code as the WebSocket one.
+here, once, so the SageMaker path runs the same tested code as the WebSocket one. This module knows the
+transports only as :class:`Transport`: each transport module opens its connection and builds the session
+(its ``connect``), so the imports run one way, from the transports to the session.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ class Transport(Protocol):
 class StreamClient:
     """A koe session: send text as it is written, receive audio as it is spoken.
 
-    One task receives at a time (``receive`` or ``stream``); ``cancel`` may be called from any other task.
+    Opened by :func:`koe.client.websocket.connect` (a koe server) or :func:`koe.client.sagemaker.connect`
+    (a SageMaker endpoint). One task receives at a time (``receive`` or ``stream``); ``cancel`` may be
+    called from any other task.
     """
 
     def __init__(self, transport: Transport) -> None:
@@ -57,39 +61,6 @@ class StreamClient:
         self._cancels_sent = 0
         self._cancels_seen = 0
         self.url = transport.url
-
-    @classmethod
-    async def connect(
-        cls, url: str, *, api_key: str | None = None, open_timeout_s: float = 10.0
-    ) -> StreamClient:
-        """A session over a plain WebSocket at ``url`` (see :func:`koe.client.websocket.stream_url`),
-        presenting ``api_key`` to a server that needs one.
-
-        Raises:
-            UpstreamError: the server cannot be reached or refused the connection.
-        """
-        from koe.client.websocket import WebSocketTransport
-
-        return cls(await WebSocketTransport.open(url, api_key=api_key, open_timeout_s=open_timeout_s))
-
-    @classmethod
-    async def connect_sagemaker(
-        cls, endpoint_name: str, region: str, *, target_variant: str | None = None, **options: Any
-    ) -> StreamClient:
-        """A session through SageMaker's bidirectional stream (needs the ``sagemaker`` extra, Python ≥ 3.12).
-
-        ``options`` (voice, speed, format, sample_rate, lang) travel as the model query string. Credentials
-        come from the standard AWS chain; requests are signed with SigV4.
-
-        Raises:
-            ConfigError: the SDK is missing. UpstreamError: the endpoint cannot be reached.
-        """
-        from koe.client.sagemaker import SageMakerTransport
-
-        transport = await SageMakerTransport.open(
-            endpoint_name, region, target_variant=target_variant, **options
-        )
-        return cls(transport)
 
     async def send(self, message: ClientMessage | dict[str, Any]) -> None:
         """Send one message: a protocol dataclass, or a JSON object for other dialects (the AWS sample's

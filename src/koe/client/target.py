@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from koe.client import sagemaker, websocket
 from koe.client.session import StreamClient
-from koe.client.websocket import stream_url
 from koe.errors import ConfigError
 
 SAGEMAKER_SCHEME = "sagemaker"
@@ -51,12 +51,12 @@ class WebSocketTarget:
         Raises:
             UpstreamError: the server cannot be reached or refused the connection.
         """
-        return await StreamClient.connect(stream_url(self.base_url, **options), api_key=self.api_key)
+        return await websocket.connect(websocket.stream_url(self.base_url, **options), api_key=self.api_key)
 
     @property
     def voices_url(self) -> str:
         """Where the server lists its voices (``GET``)."""
-        parts = urlsplit(stream_url(self.base_url))
+        parts = urlsplit(websocket.stream_url(self.base_url))
         scheme = "https" if parts.scheme == "wss" else "http"
         return urlunsplit((scheme, parts.netloc, _VOICES_PATH, "", ""))
 
@@ -79,7 +79,7 @@ class SageMakerTarget:
         Raises:
             ConfigError: the SDK is missing. UpstreamError: the stream could not be opened.
         """
-        return await StreamClient.connect_sagemaker(
+        return await sagemaker.connect(
             self.endpoint_name, self.region, target_variant=self.variant, **options
         )
 
@@ -112,7 +112,7 @@ def parse_target(
             )
         return _sagemaker(url, parts.netloc, parts.path, parts.query, env)
     if parts.scheme in WEBSOCKET_SCHEMES:
-        stream_url(url)  # validates the host part
+        websocket.stream_url(url)  # validates the host part
         key = api_key if api_key is not None else env.get(API_KEY_VARIABLE) or None
         if key is not None and not (key.isascii() and key.isprintable() and " " not in key):
             raise ConfigError(

@@ -1,6 +1,7 @@
 """The plain-WebSocket transport to a koe server (``/v1/stream``, or SageMaker's path on a local container).
 
-Built on the ``websockets`` asyncio client; the session logic is :class:`koe.client.session.StreamClient`.
+Built on the ``websockets`` asyncio client. :func:`connect` opens the transport and wraps it in a
+:class:`koe.client.session.StreamClient`, which holds the session logic and knows no transport.
 A server with ``KOE_API_KEY`` gets the key as ``Authorization: Bearer <key>`` on the handshake; one that
 refuses it closes with 1008 ``unauthorized``, which is reported as such, not as a lost connection.
 """
@@ -13,7 +14,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from koe.client.session import StreamClient
 from koe.errors import ConfigError, ConnectionLostError, UpstreamError
 
-__all__ = ["STREAM_PATH", "StreamClient", "WebSocketTransport", "auth_headers", "stream_url"]
+__all__ = ["STREAM_PATH", "StreamClient", "WebSocketTransport", "auth_headers", "connect", "stream_url"]
 
 #: The path koe clients use (SageMaker's own is ``/invocations-bidirectional-stream``, same protocol).
 STREAM_PATH = "/v1/stream"
@@ -102,3 +103,13 @@ class WebSocketTransport:
     async def aclose(self) -> None:
         """Close with code 1000; idempotent."""
         await self._ws.close()
+
+
+async def connect(url: str, *, api_key: str | None = None, open_timeout_s: float = 10.0) -> StreamClient:
+    """A session over a plain WebSocket at ``url`` (see :func:`stream_url`), presenting ``api_key`` to a
+    server that needs one.
+
+    Raises:
+        UpstreamError: the server cannot be reached or refused the connection.
+    """
+    return StreamClient(await WebSocketTransport.open(url, api_key=api_key, open_timeout_s=open_timeout_s))

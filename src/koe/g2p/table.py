@@ -1,6 +1,6 @@
 """Phonemes read from a table the real G2P wrote beforehand: G2P for a machine that cannot carry one.
 
-The GPU kit (:mod:`koe.bench.gpukit`) must fit in two 60 MiB carries, and spaCy with misaki's lexicons does
+The GPU kit (:mod:`koe_bench.gpukit`) must fit in two 60 MiB carries, and spaCy with misaki's lexicons does
 not; its benchmark speaks a few fixed texts. So the kit's builder reads each text once with koe's own G2P
 (:func:`build_table`), and on the GPU machine :class:`TableG2P` answers for any stretch of those texts: the
 slice of the whole text's phonemes that its words cover. A segment is therefore said exactly as it is in

@@ -1,0 +1,305 @@
+"""``koe bench --engine torch``: how many streamed agent answers one device serves, batching on and off.
+
+The torch engine (weights as ``koe install --engine torch`` left them) is loaded once, on ``--device``,
+and served twice in this process: with whole segments of all sessions sharing engine calls, and with one
+call per segment. Each mode climbs a ladder of concurrent sessions, every session streaming the agent
+answer at the LLM pace (:func:`koe_bench.capacity.run_level`). A level passes when no listener hears an
+underrun and the p95 (from 20 sessions, else the slowest) first audio after the answer's first sentence
+is within the threshold (300 ms); a mode stops at its first failing level. Reported per mode: each level,
+the largest passing one and its audio-seconds per second; the calls' sizes and latency by size (from the
+server's ``/metrics``); device memory. Before the ladders (the short step first), the engine alone:
+audio-seconds per second of ``synthesize_batch`` at growing batch sizes, the ceiling the ladder approaches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import platform
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from koe.agent.replay import ReplayPace
+from koe.engine.base import SynthesisRequest
+from koe.errors import ConfigError
+from koe.pipeline.speech import Speech, SpeechOptions
+from koe.settings import Settings
+from koe_bench import capacity
+from koe_bench.config import ANSWER, QUICK_ANSWER, VOICE
+from koe_bench.engine import rss_mb
+from koe_bench.target import in_process_server
+
+SCHEMA = "koe-bench-gpu/1"
+#: The issue's pass rule: first audio after the first sentence within 300 ms, no underrun.
+THRESHOLD_S = 0.3
+LADDER = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)
+QUICK_LADDER = (1, 2)
+BATCH_SIZES = (1, 4, 16, 32, 64)
+QUICK_BATCH_SIZES = (1, 2)
+#: Segments per shared call when batching is on (the engine's passes are as wide).
+BATCHED_SEGMENTS = 64
+MODES = {"batched": BATCHED_SEGMENTS, "unbatched": 1}
+_BYTES_PER_MB = 1024 * 1024
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuBenchConfig:
+    """One run: the device, the ladder, the answer and its pace, the pass threshold."""
+
+    out: Path
+    device: str = "cuda"
+    ladder: tuple[int, ...] = LADDER
+    rounds: int = 2
+    answer: str = ANSWER
+    pace: ReplayPace = field(default_factory=ReplayPace)
+    voice: str = VOICE
+    threshold_s: float = THRESHOLD_S
+    batch_sizes: tuple[int, ...] = BATCH_SIZES
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.ladder or min(self.ladder) < 1 or list(self.ladder) != sorted(set(self.ladder)):
+            raise ConfigError(f"bench ladder: expected rising session counts >= 1, got {list(self.ladder)}")
+        if self.rounds < 1 or not self.batch_sizes or min(self.batch_sizes) < 1:
+            raise ConfigError("bench rounds and batch sizes: expected integers >= 1")
+
+    @classmethod
+    def for_run(
+        cls, out: Path, device: str, *, quick: bool, max_sessions: int | None = None
+    ) -> GpuBenchConfig:
+        """Full or quick defaults; ``max_sessions`` cuts the ladder (and is its last rung)."""
+        config = cls(out, device)
+        if quick:
+            config = replace(config, ladder=QUICK_LADDER, rounds=1, answer=QUICK_ANSWER,
+                             batch_sizes=QUICK_BATCH_SIZES, quick=True)  # fmt: skip
+        if max_sessions is not None:
+            config = replace(config, ladder=cut_ladder(config.ladder, max_sessions))
+        return config
+
+
+def cut_ladder(ladder: tuple[int, ...], max_sessions: int) -> tuple[int, ...]:
+    """``ladder`` ended at ``max_sessions`` (its last rung).
+
+    Raises:
+        ConfigError: ``max_sessions`` < 1.
+    """
+    if max_sessions < 1:
+        raise ConfigError(f"--max-sessions: expected an integer >= 1, got {max_sessions}")
+    return (*(n for n in ladder if n < max_sessions), max_sessions)
+
+
+def load(config: GpuBenchConfig) -> tuple[Speech, Settings]:
+    """The torch engine on the configured device, as ``koe serve`` would load it (``KOE_*`` respected)."""
+    settings = Settings.from_env(
+        port=0, engine="torch", device=config.device, batch_max_segments=BATCHED_SEGMENTS
+    )
+    speech = Speech.load(SpeechOptions.from_settings(settings, warmup=False))
+    return speech, settings
+
+
+def run(
+    config: GpuBenchConfig,
+    speech: Speech,
+    settings: Settings,
+    command: str,
+    checkpoint: Callable[[dict[str, Any]], object] | None = None,
+) -> dict[str, Any]:
+    """The engine alone, then both ladders; the JSON-ready report. ``checkpoint`` is handed the report so
+    far after each step (on a lent GPU a run cut short by its time limit still leaves what it measured: the
+    short step goes first)."""
+    started = time.monotonic()
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "command": command,
+        "quick": config.quick,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": _machine(config, speech),
+        "config": {
+            "threshold_s": config.threshold_s,
+            "ladder": list(config.ladder),
+            "rounds": config.rounds,
+            "answer_words": len(config.answer.split()),
+            "tokens_per_s": config.pace.tokens_per_s,
+            "first_token_delay_s": config.pace.first_token_delay_s,
+            "voice": config.voice,
+            "workers": settings.workers,
+            "batch_window_s": settings.batch_window_s,
+        },
+        "modes": {},
+    }
+    report["engine"] = _throughput(config, speech)
+    for mode, segments in MODES.items():
+        if checkpoint is not None:
+            checkpoint({**report, "elapsed_s": time.monotonic() - started})
+        mode_settings = replace(settings, batch_max_segments=segments)
+        report["modes"][mode] = asyncio.run(_ladder(config, speech, mode_settings))
+    report["elapsed_s"] = time.monotonic() - started
+    return report
+
+
+async def _ladder(config: GpuBenchConfig, speech: Speech, settings: Settings) -> dict[str, Any]:
+    levels: list[dict[str, Any]] = []
+    memory: dict[str, float | None]
+    with _device_memory() as memory, in_process_server(settings, speech) as url:
+        for sessions in config.ladder:
+            before = await asyncio.to_thread(_calls, url)
+            level, _ = await capacity.run_level(
+                url, sessions, config.answer, config.pace, config.voice, config.threshold_s, config.rounds
+            )
+            after = await asyncio.to_thread(_calls, url)
+            levels.append({**asdict(level), "calls": _calls_between(before, after)})
+            if not level.ok:
+                break
+    passing = [lv for lv in levels if lv["ok"]]
+    best = passing[-1] if passing else None
+    return {
+        "batch_max_segments": settings.batch_max_segments,
+        "levels": levels,
+        "max_sessions_ok": best["sessions"] if best else None,
+        "audio_per_wall_s_at_max_ok": best["audio_per_wall_s"] if best else None,
+        "memory_mb": memory,
+    }
+
+
+def _calls(url: str) -> dict[str, tuple[float, float]]:
+    """Engine calls so far by batch size: (count, seconds), from ``/metrics``."""
+    text = httpx.get(url + "/metrics", timeout=30.0).text
+    calls: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in ("koe_engine_call_seconds_count", "koe_engine_call_seconds_sum"):
+                entry = calls.setdefault(sample.labels["batch_size"], [0.0, 0.0])
+                entry[0 if sample.name.endswith("_count") else 1] = sample.value
+    return {size: (count, total) for size, (count, total) in calls.items()}
+
+
+def _calls_between(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, Any]:
+    """The calls one level made: how many of each size and their mean latency; the mean size."""
+    by_size: dict[str, dict[str, float]] = {}
+    for size, (count, total) in after.items():
+        old_count, old_total = before.get(size, (0.0, 0.0))
+        if count > old_count:
+            by_size[size] = {"calls": count - old_count, "mean_s": (total - old_total) / (count - old_count)}
+    calls = sum(v["calls"] for v in by_size.values())
+    segments = sum(int(size) * v["calls"] for size, v in by_size.items())
+    return {"by_size": by_size, "calls": calls, "mean_size": segments / calls if calls else None}
+
+
+def _throughput(config: GpuBenchConfig, speech: Speech) -> list[dict[str, float]]:
+    """Audio-seconds per second of the engine alone, one call of each batch size (after one warm call)."""
+    pieces = speech.phonemize_words(config.answer)
+    style = speech.voices.resolve(config.voice)
+    rows: list[dict[str, float]] = []
+    for size in config.batch_sizes:
+        requests = [SynthesisRequest(pieces[i % len(pieces)].phonemes, style) for i in range(size)]
+        speech.engine.synthesize_batch(requests[:1])
+        started = time.perf_counter()
+        results = speech.engine.synthesize_batch(requests)
+        wall = time.perf_counter() - started
+        audio_s = sum(u.audio.size for u in results) / speech.sample_rate
+        rows.append({"batch": size, "wall_s": wall, "audio_s": audio_s, "audio_per_wall_s": audio_s / wall})
+    return rows
+
+
+@contextmanager
+def _device_memory() -> Iterator[dict[str, float | None]]:
+    """Peak device memory (CUDA) or the process's resident memory (CPU) over the block, in MB."""
+    import torch
+
+    found: dict[str, float | None] = {"cuda_peak_allocated": None, "cuda_peak_reserved": None}
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        yield found
+    finally:
+        if cuda:
+            found["cuda_peak_allocated"] = torch.cuda.max_memory_allocated() / _BYTES_PER_MB
+            found["cuda_peak_reserved"] = torch.cuda.max_memory_reserved() / _BYTES_PER_MB
+        found.update({f"rss_{key}": value for key, value in rss_mb().items()})
+
+
+def _machine(config: GpuBenchConfig, speech: Speech) -> dict[str, Any]:
+    import os
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": config.device,
+        "engine": speech.engine.description,
+        "gpu": torch.cuda.get_device_name(0) if cuda else None,
+        "gpu_memory_mb": torch.cuda.get_device_properties(0).total_memory / _BYTES_PER_MB if cuda else None,
+    }
+
+
+def write(report: dict[str, Any], out: Path) -> dict[str, Path]:
+    """``bench-torch-<device>.json`` and its plot into ``out``; without matplotlib (the GPU kit does not
+    carry it: 26 MB of wheels) the JSON alone, and :func:`plot` draws the PNG from it elsewhere."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "bench-torch-" + report["machine"]["device"].replace(":", "")
+    paths = {"json": out / f"{stem}.json"}
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        logger.warning(
+            "matplotlib is not installed: no plot (python -m koe_bench.gpu %s draws it)", paths["json"]
+        )
+        report = {**report, "plot": None}
+    else:
+        paths["plot"] = out / f"{stem}.png"
+        report = {**report, "plot": paths["plot"].name}
+        plot(report, paths["plot"])
+    paths["json"].write_text(json.dumps(report, indent=2) + "\n")
+    return paths
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """The report's ladders as a PNG: p95 first audio and audio-seconds per second by sessions."""
+    from matplotlib.figure import Figure
+
+    threshold = report["config"]["threshold_s"]
+    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    latency, throughput = fig.subplots(1, 2)
+    for mode, result in report["modes"].items():
+        levels: Sequence[dict[str, Any]] = result["levels"]
+        sessions = [lv["sessions"] for lv in levels]
+        worst = [lv["first_audio_after_sentence_s"]["p95"] or lv["first_audio_after_sentence_s"]["max"]
+                 for lv in levels]  # fmt: skip
+        latency.plot(sessions, worst, "o-", label=mode)
+        throughput.plot(sessions, [lv["audio_per_wall_s"] for lv in levels], "o-", label=mode)
+    latency.axhline(
+        threshold, color="tab:red", linestyle="--", linewidth=1, label=f"{threshold * 1000:.0f} ms"
+    )
+    latency.set(xlabel="concurrent sessions", ylabel="p95 first audio after 1st sentence (s)", yscale="log")
+    throughput.set(xlabel="concurrent sessions", ylabel="audio-seconds per second")
+    for ax in (latency, throughput):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    machine = report["machine"]
+    fig.suptitle(f"koe: {machine['engine']}, {machine['gpu'] or machine['platform']}", fontsize=10)
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":  # python -m koe_bench.gpu REPORT.json: the plot the GPU machine could not draw
+    import sys
+
+    source = Path(sys.argv[1])
+    plot(json.loads(source.read_text()), source.with_suffix(".png"))
