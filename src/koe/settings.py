@@ -64,7 +64,8 @@ class Settings(Group):
     # pronunciation (docs/pronunciation.md)
     lexicon: Path | None = Field(
         None,
-        description="a JSON file of words said with given phonemes, per language, before G2P "
+        description="a JSON or TSV (`.tsv`) file of words said with given phonemes or respellings, per "
+        "language, before G2P "
         "([pronunciation.md](pronunciation.md#lexicon))",
     )
     lazy_g2p: bool = Field(

@@ -4,13 +4,10 @@ is heard as silence of its length between the words, and no tag is ever heard (t
 from __future__ import annotations
 
 import itertools
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from koe.pipeline.lexicon import load_lexicon
 from koe.pipeline.speech import Speech
 from koe.types import SAMPLE_RATE, Audio
 from support import Transcriber, words
@@ -77,14 +74,6 @@ def test_no_tag_is_heard_and_what_the_markup_says_is(
     transcript = words(transcribe(speech.synthesize(text)))
     assert not {"speak", "break", "phoneme", "pause", "sub", "alias", "time"} & set(transcript)
     assert transcript == heard.split()
-
-
-def test_a_lexicon_word_is_said_with_its_phonemes_by_the_real_g2p(speech: Speech, tmp_path: Path) -> None:
-    path = tmp_path / "lexicon.json"
-    path.write_text(json.dumps({"en-us": {"koe": "kˈOA"}}), encoding="utf-8")
-    with_lexicon = Speech(speech.engine, speech.voices, speech.g2p, lexicon=load_lexicon(path))
-    assert with_lexicon.phonemize("Koe's voice is clear.") == ["kˈOAz vˈYs ɪz klˈɪɹ."]
-    assert "kˈOA" not in speech.phonemize("Koe's voice is clear.")[0]
 
 
 def test_a_prosody_rate_is_heard_as_the_voice_s_speed(speech: Speech) -> None:

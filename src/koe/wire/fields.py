@@ -161,15 +161,16 @@ def stream_format_field(value: object) -> AudioFormat:
 
 
 def lexicon_field(value: object) -> dict[str, dict[str, str]]:
-    """A caller's lexicon as it travels: an object of language → object of word → phonemes (its words and
-    phonemes are checked against the model where it is used: :func:`koe.pipeline.lexicon.caller_lexicon`)."""
+    """A caller's lexicon as it travels: an object of language → object of word → phonemes or ``=respelling``
+    (its words and values are checked against the model where it is used:
+    :func:`koe.pipeline.lexicon.caller_lexicon`)."""
     if not isinstance(value, dict) or not all(
         isinstance(words, dict) and all(isinstance(ph, str) for ph in words.values())
         for words in value.values()
     ):
         raise _invalid(
-            'lexicon must be an object of language → object of word → phonemes, such as {"en-us": {"koe": '
-            f'"kˈOA"}}}}; got {preview(value)}'
+            "lexicon must be an object of language → object of word → phonemes or =respelling, such as "
+            f'{{"en-us": {{"koe": "kˈOA", "Nguyen": "=win"}}}}; got {preview(value)}'
         )
     return cast(dict[str, dict[str, str]], value)
 
