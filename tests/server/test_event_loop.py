@@ -17,6 +17,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -31,6 +32,7 @@ from koe.server import responses
 from koe.text.segment import Segmenter
 from live_checks import failures_logged, metric, wait_for
 from live_server import LOOPBACK, LiveServer
+from support.fake_serve import IMPORT_LOG_VARIABLE, fake_serve_process
 from ws_events import WAIT_S, of_type, run, send, until
 
 #: A word of the text below is at most this long: a slice ends after the word that crosses its end.
@@ -320,3 +322,39 @@ def test_every_part_of_a_streamed_body_is_encoded_off_the_event_loop(
     assert len(response.content) > 0 and len(response.content) % 2 == 0  # whole PCM16 samples
     assert len(threads) >= 4  # a part per sentence, at least
     assert fake_server.thread not in threads
+
+
+#: After the last request, the import log is read this long later: ten of its polls, so a module imported at
+#: the request's end is listed by then.
+_IMPORT_LOG_SETTLE_S = 0.2
+
+
+@pytest.mark.server
+def test_a_first_request_of_each_kind_imports_nothing_once_the_server_is_ready(tmp_path: Path) -> None:
+    """An import holds the interpreter, so a module a request imports first stalls every session's loop
+    meanwhile (PyAV for the first compressed format): what requests need is imported before ``/ping`` is
+    200 (:data:`koe.server.warmup.FIRST_USE_MODULES`)."""
+    imports = tmp_path / "imports.txt"
+    with fake_serve_process(tmp_path / "serve.log", settings={IMPORT_LOG_VARIABLE: str(imports)}) as (_, url):
+        time.sleep(_IMPORT_LOG_SETTLE_S)
+        at_ready = len(imports.read_text().splitlines())
+        with httpx.Client(timeout=WAIT_S) as client:
+            for body in (
+                {"text": "Hello there.", "format": "mp3", "stream": False},
+                {"text": "Hi.", "format": "opus"},
+            ):
+                assert client.post(url + "/invocations", json=body).status_code == 200
+            assert client.post(url + "/v1/speak?encoding=mp3", json={"text": "Hi."}).status_code == 200
+            speech = {"model": "tts-1", "voice": "alloy", "input": "Hi.", "response_format": "aac"}
+            assert client.post(url + "/v1/audio/speech", json=speech).status_code == 200
+
+        async def session() -> None:
+            async with connect(url.replace("http", "ws", 1) + "/v1/stream?format=mp3") as ws:
+                await send(ws, {"type": "append", "text": "Hello there."})
+                await send(ws, {"type": "flush"})
+                await until(ws, of_type("flushed"))
+
+        run(session)
+        time.sleep(_IMPORT_LOG_SETTLE_S)
+        imported = imports.read_text().splitlines()[at_ready:]
+    assert imported == []

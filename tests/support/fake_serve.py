@@ -3,7 +3,8 @@
 The command line is ``koe``'s own (``python -m support.fake_serve serve --port N``, tests/ on
 ``PYTHONPATH``): the CLI, its logging, uvicorn's signal handling and graceful shutdown are the real ones;
 only the loaded model is the fake, each engine call slowed by ``KOE_FAKE_DELAY_S`` seconds so work is
-still in flight when a signal arrives.
+still in flight when a signal arrives. With :data:`IMPORT_LOG_VARIABLE` set, the process appends the name of
+every module it imports to that file as it imports it (polled), so a test can see what a request imports.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -26,6 +29,10 @@ from support.fake import FakeEngine, fake_speech
 
 #: The environment variable with each fake engine call's delay in seconds.
 DELAY_VARIABLE = "KOE_FAKE_DELAY_S"
+#: The environment variable naming the file the process lists its imports in, one module a line.
+IMPORT_LOG_VARIABLE = "FAKE_SERVE_IMPORT_LOG"
+#: How often the import log looks for new modules.
+_IMPORT_POLL_S = 0.02
 
 
 @contextmanager
@@ -65,6 +72,17 @@ def fake_serve_process(
             server.wait()
 
 
+def _log_imports(path: Path) -> None:
+    """Append each module imported from now on to ``path``, one name a line, until the process ends."""
+    seen = set(sys.modules)
+    with path.open("a", buffering=1) as log:
+        while True:
+            time.sleep(_IMPORT_POLL_S)
+            new = set(sys.modules) - seen
+            seen |= new
+            log.writelines(f"{name}\n" for name in sorted(new))
+
+
 def _loaded(speech: Speech) -> Future[Speech]:
     loaded: Future[Speech] = Future()
     loaded.set_result(speech)
@@ -72,6 +90,9 @@ def _loaded(speech: Speech) -> Future[Speech]:
 
 
 if __name__ == "__main__":
+    if IMPORT_LOG_VARIABLE in os.environ:
+        path = Path(os.environ[IMPORT_LOG_VARIABLE])
+        threading.Thread(target=_log_imports, args=(path,), daemon=True, name="import-log").start()
     create_app = koe.app.create_app
     speech = fake_speech(FakeEngine(delay_s=float(os.environ.get(DELAY_VARIABLE, "0"))))
     # handed in as a test's model is (timed afresh at every start), and no real model loads beside it

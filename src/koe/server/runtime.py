@@ -34,7 +34,7 @@ from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.measurement import TIMED, CostMeasurement
 from koe.server.metrics import Metrics
 from koe.server.voices import openai_voices
-from koe.server.warmup import prove, prove_engine
+from koe.server.warmup import import_first_use_modules, prove, prove_engine
 from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -166,6 +166,7 @@ class Runtime:
 
     def _load_blocking(self) -> Synthesizer:
         started = time.perf_counter()
+        import_first_use_modules()
         if self._given is not None:
             speech = self._given
         elif self._preloading is not None:

@@ -5,19 +5,27 @@ phonemes (:func:`prove_engine`) as soon as it is loaded, while the G2P is still 
 (:meth:`koe.pipeline.speech.Speech.load`, ``beside_g2p``; ONNX Runtime releases the GIL, so the two
 overlap); the G2P then proves itself by reading :data:`PROOF`. Together they are the whole text path. How
 fast that path is on this machine is not part of the proof: :mod:`koe.server.measurement`.
+
+Before the proof, the modules a first request of some kind would import are imported
+(:func:`import_first_use_modules`): an import holds the interpreter, so one made by a request stalls every
+session's event loop for as long as it takes.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 
 import numpy as np
 
+from koe.audio.encoder import encode_whole
+from koe.audio.formats import AudioFormat
 from koe.engine.base import Engine, SynthesisRequest, drain
 from koe.engine.voices import VoiceBank
 from koe.errors import SynthesisError
 from koe.pipeline.speech import Speech
+from koe.types import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +36,23 @@ PROOF = "Hello there."
 #: a fraction of the cost of "Hello there."'s phonemes, and it runs beside the G2P's build, which it slows
 #: by what it takes of the cores.
 ENGINE_PROOF = "ə"
+
+
+#: What the first request of a kind imports where nothing before ``/ping`` turns 200 has: anyio's asyncio
+#: backend for Starlette's first request, the IDNA codec for a host name that is not ASCII. PyAV, which
+#: imports parts of itself as a container first opens, is warmed by encoding.
+FIRST_USE_MODULES = ("anyio._backends._asyncio", "encodings.idna")
+
+
+def import_first_use_modules() -> None:
+    """Import :data:`FIRST_USE_MODULES` now, off the event loop, instead of under a first request, and
+    encode a few milliseconds in each compressed format, so that PyAV (the slowest of them to import) and
+    the codecs it loads are ready too."""
+    for name in FIRST_USE_MODULES:
+        importlib.import_module(name)
+    silence = np.zeros(SAMPLE_RATE // 100, dtype=np.float32)
+    for fmt in AudioFormat:
+        encode_whole(silence, fmt)
 
 
 def prove_engine(engine: Engine, voices: VoiceBank, voice: str) -> None:
