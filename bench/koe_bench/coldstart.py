@@ -60,7 +60,7 @@ STEPS = (
     "koe.g2p.misaki:_offline_g2p",
     "koe.g2p.misaki:_spacy_pipeline",
     "koe.g2p.misaki:MisakiG2P.__init__",
-    "koe.pipeline.speech:_load_g2p",
+    "koe.pipeline.speech:_build_g2p",
     "koe.pipeline.speech:Speech.load",
     "koe.pipeline.speech:Speech.synthesize",
     "koe.server.runtime:Runtime._warm_up",

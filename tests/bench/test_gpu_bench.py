@@ -29,6 +29,7 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+@pytest.mark.bench_smoke
 def test_the_ladder_runs_on_cpu_in_both_modes_and_writes_its_results(
     torch_speech: Speech, tmp_path: Path
 ) -> None:

@@ -28,6 +28,7 @@ def _summary_ok(summary: dict[str, object], n: int) -> None:
     assert summary["p95"] is None  # fewer than 20 samples
 
 
+@pytest.mark.bench_smoke
 @pytest.mark.model
 @pytest.mark.server
 @pytest.mark.slow

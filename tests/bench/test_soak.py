@@ -18,6 +18,7 @@ from live_checks import wait_for
 from support.fake_serve import fake_serve_process
 
 
+@pytest.mark.bench_smoke
 @pytest.mark.slow
 def test_a_short_soak_runs_every_client_kind_without_errors_or_growth(tmp_path: Path) -> None:
     """The server is ``koe serve`` in its own process (on the fake engine), so its memory is measured alone,

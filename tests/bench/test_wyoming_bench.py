@@ -35,6 +35,7 @@ def port_of(live: LiveServer) -> int:
     return port
 
 
+@pytest.mark.bench_smoke
 def test_every_scenario_times_both_servers_through_the_reference_client_and_compares_them(
     serve_fake: ServerFactory,
 ) -> None:
