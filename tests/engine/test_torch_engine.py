@@ -263,6 +263,7 @@ def test_installed_torch_is_not_vulnerable() -> None:
     assert Version(torch.__version__.split("+")[0]) >= Version("2.10")
 
 
+@pytest.mark.slow
 def test_speech_loads_the_torch_engine_from_a_model_dir(
     model: object, installed_voices: Path, tmp_path: Path
 ) -> None:

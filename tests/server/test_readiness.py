@@ -153,6 +153,7 @@ def _fake_serve(log: Path) -> AbstractContextManager[tuple[subprocess.Popen[byte
     return fake_serve_process(log, delay_s=ENGINE_CALL_S, settings=settings)
 
 
+@pytest.mark.slow
 @pytest.mark.server
 def test_sigterm_drains_an_http_stream_in_flight_and_closes_sessions_with_1012(tmp_path: Path) -> None:
     body = {"text": STREAMED, "format": "pcm", "stream": True}

@@ -231,6 +231,7 @@ def test_an_abrupt_disconnect_drains_the_queue_and_leaks_no_task(
 RSS_SLACK_BYTES = 64 * 2**20
 
 
+@pytest.mark.slow
 def test_a_client_that_stops_reading_pauses_its_own_synthesis(serve_fake: ServerFactory) -> None:
     """Small socket buffers make the pause come after a few seconds of audio instead of megabytes."""
     sentences = [f"Here is sentence {n}." for n in range(1, 7)]
