@@ -13,16 +13,22 @@ THREE_SENTENCES = (
 )
 
 
-def segment_words(text: str, segments: list[dict[str, Any]]) -> list[str]:
-    """The words of the agent's ``segment`` events, checked: each within its segment's audio (seconds from
-    the segment's first sample), in order, its ``source_span`` pointing at itself in the answer ``text``."""
+def segment_words(text: str, events: list[dict[str, Any]]) -> list[str]:
+    """The words of the agent's ``segment`` events among a turn's ``events``, checked: each within its
+    segment's audio (seconds from the segment's first sample: its ``duration_s``, or for a segment whose
+    audio came in pieces, their length), in order, its ``source_span`` pointing at itself in the answer
+    ``text``."""
     found = []
-    for segment in segments:
+    for segment in (e for e in events if e["type"] == "segment"):
+        length_s = segment["duration_s"]
+        if length_s is None:
+            pieces = [e for e in events if e["type"] == "audio" and e["index"] == segment["index"]]
+            length_s = sum(e["bytes"] / (2 * e["sample_rate"]) for e in pieces)
         end = 0.0
         for word in segment["words"]:
             a, b = word["source_span"]
             assert text[a:b] == word["word"]
-            assert end <= word["start_s"] < word["end_s"] <= segment["duration_s"]
+            assert end <= word["start_s"] < word["end_s"] <= length_s
             end = word["end_s"]
             found.append(word["word"])
     return found

@@ -21,7 +21,7 @@ _stderr = Console(stderr=True)
 #: Piped output gets wide tables rather than 80 columns of wrapped cells.
 _PIPED_WIDTH = 120
 #: Scenarios that ``koe bench --only`` runs alone, each writing a report of its own.
-ALONE = ("reading", "languages", "first-audio", "wyoming")
+ALONE = ("reading", "languages", "first-audio", "agent-vs-stream", "wyoming")
 
 
 def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,8 +49,9 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "--only",
         choices=ALONE,
         help="one scenario alone: reading (the LLM-English corpus, heard by ASR), languages (streamed ja/es"
-        " answers vs en), first-audio (whole and streamed texts against the peer servers), wyoming (koe's"
-        " Wyoming server against wyoming-piper)",
+        " answers vs en), first-audio (whole and streamed texts against the peer servers), agent-vs-stream"
+        " (the agent's read-aloud against /v1/stream, same text and pace; default pace 20 tokens/s), wyoming"
+        " (koe's Wyoming server against wyoming-piper)",
     )
     parser.add_argument(
         "--peer-python",
@@ -112,6 +113,8 @@ def _run_bench(args: argparse.Namespace) -> int:
         return 0
     if config.only == "first-audio":
         return _run_first_audio(config)
+    if config.only == "agent-vs-stream":
+        return _run_agent_vs_stream(config, pace)
     if config.only == "wyoming":
         return _run_wyoming(config)
     results, traces = run(config, command)
@@ -153,6 +156,15 @@ def _run_first_audio(config: Any) -> int:
 
     results = firstaudio.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
     return _write_alone(config, results, firstaudio.JSON_NAME, firstaudio.table(results))
+
+
+def _run_agent_vs_stream(config: Any, pace: Any) -> int:
+    """``pace`` from the command line, else the page's (:data:`koe_bench.agentstream.PACE`)."""
+    from koe_bench import agentstream
+
+    command = " ".join(["koe", *sys.argv[1:]])
+    results = agentstream.run_alone(config, command, pace or agentstream.PACE)
+    return _write_alone(config, results, agentstream.JSON_NAME, agentstream.table(results))
 
 
 def _run_wyoming(config: Any) -> int:

@@ -48,6 +48,7 @@ class TurnTrace:
     tokens: list[float] = field(default_factory=list)  # when each token of the answer was available
     first_sentence_at: float | None = None
     segments: list[float] = field(default_factory=list)  # when each segment / message finished synthesis
+    segment_texts: list[str] = field(default_factory=list)  # each segment's text, where the server says it
     chunks: list[Chunk] = field(default_factory=list)  # audio as the listener may play it
     done_at: float = 0.0
 
@@ -151,19 +152,29 @@ def split_sentences(text: str) -> tuple[list[str], str]:
     return [sentence for sentence in complete if sentence.strip()], rest
 
 
+class TokenLog:
+    """Notes in ``trace`` when each token of ``answer`` came, and when its first sentence was complete."""
+
+    def __init__(self, answer: str, trace: TurnTrace) -> None:
+        end = _SENTENCE_END.search(answer)
+        self._sentence_end = end.start() if end else len(answer) - 1
+        self._trace = trace
+        self._written = 0
+
+    def add(self, token: str, at: float) -> None:
+        self._trace.tokens.append(at)
+        self._written += len(token)
+        if self._trace.first_sentence_at is None and self._written > self._sentence_end:
+            self._trace.first_sentence_at = at
+
+
 async def stream_answer(
     answer: str, pace: ReplayPace, trace: TurnTrace, clock: Clock, on_token: Callable[[str], Awaitable[None]]
 ) -> None:
     """Feed the simulated LLM's tokens to ``on_token``, noting when each (and the first sentence) came."""
-    end = _SENTENCE_END.search(answer)
-    sentence_end = end.start() if end else len(answer) - 1
-    written = 0
+    log = TokenLog(answer, trace)
     async for token in ReplaySource(answer, pace).stream([]):
-        at = clock.now()
-        trace.tokens.append(at)
-        written += len(token)
-        if trace.first_sentence_at is None and written > sentence_end:
-            trace.first_sentence_at = at
+        log.add(token, clock.now())
         await on_token(token)
 
 
@@ -271,6 +282,7 @@ async def koe_turn(
                     trace.chunks.append(pcm_chunk(clock.now(), message))
                 elif isinstance(message, SegmentStart):
                     trace.segments.append(clock.now())
+                    trace.segment_texts.append(message.text)
                 elif isinstance(message, Flushed):
                     return
                 elif isinstance(message, Error):

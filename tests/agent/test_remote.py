@@ -122,8 +122,7 @@ def test_agentcore_paths_answer_at_the_root_with_word_timings(tts: Tts, agent: L
     assert events[0]["type"] == "turn" and events[0]["session_id"] == "session-one"
     assert events[-1]["type"] == "done" and events[-1]["audio_s"] > 0.5  # type: ignore[operator]
     assert "error" not in {e["type"] for e in events}
-    segments = [e for e in events if e["type"] == "segment"]
-    assert segment_words("Hello from the other container.", segments) == [  # type: ignore[arg-type]
+    assert segment_words("Hello from the other container.", events) == [  # type: ignore[arg-type]
         "Hello", "from", "the", "other", "container",
     ]  # fmt: skip
 

@@ -294,8 +294,7 @@ def test_a_windowed_segment_cancelled_between_its_windows_is_never_stored() -> N
 STREAMED = "Sure, I can help you reset your password and get back into your account in minutes. Then more."
 
 
-@pytest.mark.parametrize("whole", [False, True], ids=["windowed-first", "agent"])
-def test_a_streamed_first_segment_is_cut_before_its_sentence_has_arrived_on_every_path(whole: bool) -> None:
+def test_a_streamed_first_segment_is_cut_before_its_sentence_has_arrived() -> None:
     synthesizer, _ = _synthesizer()
     synthesizer = Synthesizer(
         synthesizer.speech, synthesizer.scheduler, synthesizer.cost, synthesizer.observer,
@@ -304,7 +303,7 @@ def test_a_streamed_first_segment_is_cut_before_its_sentence_has_arrived_on_ever
     arrived = STREAMED[: STREAMED.index(" your account")]  # the sentence is far from its end
 
     async def main() -> Part | None:
-        stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener(), whole=whole)
+        stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener())
         return await first_part_streamed(stream, arrived)
 
     first = _run(synthesizer, main)

@@ -63,7 +63,9 @@ class LLMSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Spoken:
-    """One segment's audio, in turn order.
+    """A piece of one segment's audio, in turn order: the whole segment, or, for a segment decoded in
+    windows (a turn's first, as on every streamed path), each piece as soon as it is decoded, so that the
+    listener hears its first word after one window rather than after all of it.
 
     Attributes:
         index: 0-based segment index within the turn.
@@ -71,8 +73,10 @@ class Spoken:
         source_span: ``[start, end)`` of ``text`` in the turn's full answer.
         pcm: mono 16-bit little-endian PCM.
         sample_rate: of ``pcm``.
-        words: when each of its words is heard, seconds from ``pcm``'s first sample, source spans in the
-            turn's answer (empty when the TTS gives no timings).
+        words: when each of its words is heard, seconds from the segment's first sample, source spans in the
+            turn's answer (empty when the TTS gives no timings, and on every piece but the first).
+        first: the segment's first piece (its text, span and words are announced with it).
+        last: the segment's last piece: with ``first``, the piece is the whole segment.
     """
 
     index: int
@@ -81,9 +85,12 @@ class Spoken:
     pcm: bytes
     sample_rate: int
     words: tuple[SpokenWord, ...] = ()
+    first: bool = True
+    last: bool = True
 
     @property
     def duration_s(self) -> float:
+        """The piece's length."""
         return len(self.pcm) / (2 * self.sample_rate)
 
 
@@ -105,7 +112,7 @@ class SpeakerTurn(Protocol):
         ...
 
     async def next(self) -> Spoken | None:
-        """The next segment's audio; ``None`` once the finished turn is spoken."""
+        """The next piece of a segment's audio; ``None`` once the finished turn is spoken."""
         ...
 
     async def aclose(self) -> None:

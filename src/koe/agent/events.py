@@ -1,7 +1,8 @@
 """What a voice-agent turn tells its client, and how each event is written on the wire (no I/O here).
 
 Every turn emits ``turn`` first and ``done`` last; between them ``text_delta`` as the LLM writes,
-``segment`` when a segment's audio is ready, followed by its ``audio``, ``error`` for failures (a
+``segment`` when a segment's audio begins, followed by its ``audio`` (one event, or for a segment decoded
+in windows — a turn's first — one per piece as it is decoded), ``error`` for failures (a
 failure that ends the turn is still followed by ``done``) and ``reconnected`` when the turn runs on a new
 TTS connection because the last one closed. Over Server-Sent Events audio is base64 PCM16 inside the
 JSON; over the browser WebSocket it is a JSON header and one binary frame per piece of at most
@@ -55,7 +56,7 @@ class SegmentReady:
     index: int
     text: str
     source_span: tuple[int, int]  # in the turn's answer text
-    duration_s: float
+    duration_s: float | None  # None: its audio comes in pieces as decoded (the sum of their lengths)
     words: tuple[SpokenWord, ...] = ()  # seconds from the segment's first sample; spans in the answer
 
 

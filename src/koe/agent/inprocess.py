@@ -5,8 +5,9 @@ Each agent turn is a :class:`~koe.pipeline.stream.SegmentStream` read by the pip
 writes, segment lengths follow how much audio the listener has queued, and jobs are ordered by playback
 deadline across every session of the server, agent or not.
 
-Its segments are decoded whole: a :class:`~koe.agent.base.Spoken` is a whole segment (the agent's
-``segment`` event carries its duration ahead of its audio), so windows would only add their overhead.
+Its segments are decoded as a WebSocket turn's are: the turn's first in windows, and a later one too when
+decoded whole it would come late. Each piece is passed on as a :class:`~koe.agent.base.Spoken` as soon as
+it is decoded, so the agent and ``/v1/stream`` reach first speech alike for the same text at the same pace.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class InProcessTurn:
     def __init__(self, speaker: Speaker) -> None:
         self._speaker = speaker
         self._events: AsyncIterator[SpeechEvent] = speaker.events()
+        self._started: SegmentStarted | None = None  # announced, its first piece not yet returned
 
     async def add(self, text: str) -> None:
         self._speaker.stream.add(text)
@@ -64,24 +66,26 @@ class InProcessTurn:
         self._speaker.stream.finish()
 
     async def next(self) -> Spoken | None:
-        """The next segment's PCM16; raises the segment's ``SynthesisError`` with that segment skipped."""
-        started: SegmentStarted | None = None
-        pcm = bytearray()
+        """The next piece of a segment as PCM16; raises the segment's ``SynthesisError`` with the rest of
+        that segment skipped."""
         async for event in self._events:
             match event:
                 case SegmentStarted():
-                    started, pcm = event, bytearray()
-                case SegmentAudio(audio=audio):
-                    pcm += to_pcm16(audio)
-                case SegmentEnded(segment=segment) if started is not None:
+                    self._started = event
+                case SegmentAudio(segment=segment, audio=audio, last=last):
+                    started, self._started = self._started, None
                     return Spoken(
                         segment.index,
                         segment.text,
                         segment.source_span,
-                        bytes(pcm),
+                        to_pcm16(audio),
                         SAMPLE_RATE,
-                        started.words,
+                        started.words if started is not None else (),
+                        first=started is not None,
+                        last=last,
                     )
+                case SegmentEnded():
+                    continue
                 case SegmentFailed(error=error):
                     raise error
         return None
@@ -100,7 +104,7 @@ class InProcessSession:
     async def turn(self, voice: str, speed: float, lang: str | None = None) -> InProcessTurn:
         """Raises ``ConfigError`` for a bad voice, speed or language, ``OverloadedError`` when refused."""
         synthesizer = self._source.synthesizer()
-        stream = synthesizer.stream(synthesizer.voice(voice, speed, lang), self._listener, whole=True)
+        stream = synthesizer.stream(synthesizer.voice(voice, speed, lang), self._listener)
         try:
             stream.start()
         except OverloadedError:

@@ -115,6 +115,7 @@ class AgentTurn:
     answer: str = ""
     spans: list[tuple[int, int]] = field(default_factory=list)  # segments whose audio was emitted
     taken: int = 0  # segments whose audio the client has taken from the queue (a count, as ``spans``)
+    taken_index: int | None = None  # the segment of the audio it took last (its pieces count once)
     audio_s: float = 0.0
     first_token: float | None = None
     first_audio: float | None = None
@@ -202,8 +203,9 @@ class AgentSession:
         try:
             while not turn.delivered:
                 event = await turn.events.get()
-                if isinstance(event, AudioReady):
-                    turn.taken += 1  # segments heard, not the last index: a failed segment has no audio
+                if isinstance(event, AudioReady) and event.index != turn.taken_index:
+                    # segments heard, not the last index: a failed segment has no audio
+                    turn.taken, turn.taken_index = turn.taken + 1, event.index
                 turn.delivered = isinstance(event, TurnDone)
                 yield event
         finally:
@@ -335,8 +337,9 @@ class AgentSession:
         return True
 
     async def _speak(self, turn: AgentTurn, tts: SpeakerTurn) -> None:
-        """The TTS turn's segments → the client, in order; a segment that fails is reported and skipped
-        (the engine failed, or its text is in a script the turn's language cannot read)."""
+        """The TTS turn's segments → the client, in order, each announced before its first piece of audio
+        and its pieces passed on as they come; a segment that fails is reported and skipped (the engine
+        failed, or its text is in a script the turn's language cannot read)."""
         while True:
             try:
                 spoken = await tts.next()
@@ -347,18 +350,15 @@ class AgentSession:
                 return
             if turn.first_audio is None:
                 turn.first_audio = time.monotonic()
-            turn.spans.append(spoken.source_span)
             turn.audio_s += spoken.duration_s
-            await turn.events.put(
-                SegmentReady(
-                    turn.number,
-                    spoken.index,
-                    spoken.text,
-                    spoken.source_span,
-                    round(spoken.duration_s, 3),
-                    spoken.words,
+            if spoken.first:
+                turn.spans.append(spoken.source_span)
+                whole = round(spoken.duration_s, 3) if spoken.last else None
+                await turn.events.put(
+                    SegmentReady(
+                        turn.number, spoken.index, spoken.text, spoken.source_span, whole, spoken.words
+                    )
                 )
-            )
             await turn.events.put(AudioReady(turn.number, spoken.index, spoken.sample_rate, spoken.pcm))
 
     def _commit(self, turn: AgentTurn, kept: str) -> None:

@@ -50,8 +50,12 @@ class SegmentStarted:
 
 @dataclass(frozen=True, slots=True)
 class SegmentAudio:
+    """A piece of a segment's audio, in order; ``last``: it is the segment's last part (a segment decoded
+    whole is one piece, first and last)."""
+
     segment: Segment
     audio: Audio
+    last: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +133,7 @@ class Speaker:
                 if part.first:
                     yield SegmentStarted(segment, part.words, self.total_s)
                 self._first_audio()
-                yield SegmentAudio(segment, part.audio)
+                yield SegmentAudio(segment, part.audio, part.last)
                 sent_s += part.audio.size / SAMPLE_RATE
             if part.last and sent_s:  # a segment with nothing speakable sends nothing at all
                 yield SegmentEnded(part.segment, part.end_s)

@@ -67,14 +67,12 @@ class Synthesizer:
         """A streamed turn's first segment decodes in windows (it is cut as every turn's first segment is)."""
         return (self.windowed or self.windowed_first) and self.speech.engine.capabilities.windowed
 
-    def stream(
-        self, voice: Voice, listener: Listener, *, whole: bool = False, complete: bool = False
-    ) -> SegmentStream:
-        """A new turn's stream for ``listener``; ``whole`` when the transport needs each segment in one
-        part (an agent segment announced with its duration), ``complete`` when it sends one complete body
+    def stream(self, voice: Voice, listener: Listener, *, complete: bool = False) -> SegmentStream:
+        """A new turn's stream for ``listener``; ``complete`` when the transport sends one complete body
         (nothing is heard before the end: segments are cut where the text's own boundaries fall, never
-        shortened for an early start, so the audio is what the streamed turn's would be at its best)."""
-        streamed = not (whole or complete)
+        shortened for an early start, and decoded whole, so the audio is what the streamed turn's would be
+        at its best)."""
+        streamed = not complete
         return SegmentStream(
             self.speech,
             self.scheduler,
