@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from koe.errors import ConfigError
@@ -64,8 +64,9 @@ class LLMSource(Protocol):
 @dataclass(frozen=True, slots=True)
 class Spoken:
     """A piece of one segment's audio, in turn order: the whole segment, or, for a segment decoded in
-    windows (a turn's first, as on every streamed path), each piece as soon as it is decoded, so that the
-    listener hears its first word after one window rather than after all of it.
+    windows (a turn's first, as on every streamed path), each piece as soon as it is decoded (through a
+    remote TTS: each audio frame as it arrives), so that the listener hears its first word after one
+    window rather than after all of it.
 
     Attributes:
         index: 0-based segment index within the turn.
@@ -76,7 +77,8 @@ class Spoken:
         words: when each of its words is heard, seconds from the segment's first sample, source spans in the
             turn's answer (empty when the TTS gives no timings, and on every piece but the first).
         first: the segment's first piece (its text, span and words are announced with it).
-        last: the segment's last piece: with ``first``, the piece is the whole segment.
+        last: the segment's last piece: with ``first``, the piece is the whole segment. A remote TTS's
+            is empty (its frames went on as they arrived; the segment's end is known only after them).
     """
 
     index: int
@@ -92,6 +94,32 @@ class Spoken:
     def duration_s(self) -> float:
         """The piece's length."""
         return len(self.pcm) / (2 * self.sample_rate)
+
+
+@dataclass(slots=True)
+class SegmentPieces:
+    """One segment's audio on its way to the agent, cut into :class:`Spoken` pieces as it comes: the
+    first piece announces the segment (its text, span and words), every later one is audio only. Both TTS
+    paths build their pieces here, so the agent sees a segment alike whichever path spoke it.
+
+    Attributes:
+        words: the segment's word timings, seconds from its first sample (set before its first piece).
+    """
+
+    index: int
+    text: str
+    source_span: tuple[int, int]
+    sample_rate: int
+    words: tuple[SpokenWord, ...] = ()
+    _announced: bool = field(default=False, init=False)
+
+    def piece(self, pcm: bytes, *, last: bool) -> Spoken:
+        """The next piece, ``pcm`` (PCM16); ``last``: it completes the segment."""
+        first, self._announced = not self._announced, True
+        words = self.words if first else ()
+        return Spoken(
+            self.index, self.text, self.source_span, pcm, self.sample_rate, words, first=first, last=last
+        )
 
 
 class SpeakerTurn(Protocol):

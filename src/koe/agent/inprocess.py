@@ -16,13 +16,12 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from koe.agent.base import Spoken
+from koe.agent.base import SegmentPieces, Spoken
 from koe.audio.pcm import to_pcm16
 from koe.errors import OverloadedError
 from koe.pipeline.listener import Listener
 from koe.pipeline.speaker import (
     SegmentAudio,
-    SegmentEnded,
     SegmentFailed,
     SegmentStarted,
     Speaker,
@@ -57,7 +56,7 @@ class InProcessTurn:
     def __init__(self, speaker: Speaker) -> None:
         self._speaker = speaker
         self._events: AsyncIterator[SpeechEvent] = speaker.events()
-        self._started: SegmentStarted | None = None  # announced, its first piece not yet returned
+        self._segment: SegmentPieces | None = None  # the segment whose pieces are coming
 
     async def add(self, text: str) -> None:
         self._speaker.stream.add(text)
@@ -70,22 +69,12 @@ class InProcessTurn:
         that segment skipped."""
         async for event in self._events:
             match event:
-                case SegmentStarted():
-                    self._started = event
-                case SegmentAudio(segment=segment, audio=audio, last=last):
-                    started, self._started = self._started, None
-                    return Spoken(
-                        segment.index,
-                        segment.text,
-                        segment.source_span,
-                        to_pcm16(audio),
-                        SAMPLE_RATE,
-                        started.words if started is not None else (),
-                        first=started is not None,
-                        last=last,
+                case SegmentStarted(segment=segment, words=words):
+                    self._segment = SegmentPieces(
+                        segment.index, segment.text, segment.source_span, SAMPLE_RATE, words
                     )
-                case SegmentEnded():
-                    continue
+                case SegmentAudio(audio=audio, last=last) if self._segment is not None:
+                    return self._segment.piece(to_pcm16(audio), last=last)
                 case SegmentFailed(error=error):
                     raise error
         return None

@@ -348,9 +348,6 @@ class AgentSession:
                 continue
             if spoken is None:
                 return
-            if turn.first_audio is None:
-                turn.first_audio = time.monotonic()
-            turn.audio_s += spoken.duration_s
             if spoken.first:
                 turn.spans.append(spoken.source_span)
                 whole = round(spoken.duration_s, 3) if spoken.last else None
@@ -359,7 +356,11 @@ class AgentSession:
                         turn.number, spoken.index, spoken.text, spoken.source_span, whole, spoken.words
                     )
                 )
-            await turn.events.put(AudioReady(turn.number, spoken.index, spoken.sample_rate, spoken.pcm))
+            if spoken.pcm:  # a remote segment's last piece is empty: its frames went on as they came
+                if turn.first_audio is None:
+                    turn.first_audio = time.monotonic()
+                turn.audio_s += spoken.duration_s
+                await turn.events.put(AudioReady(turn.number, spoken.index, spoken.sample_rate, spoken.pcm))
 
     def _commit(self, turn: AgentTurn, kept: str) -> None:
         """Put the turn's exchange in the history (replacing its earlier version); nothing if unheard.

@@ -3,7 +3,8 @@
 Each agent session keeps one streaming session open to the TTS (a WebSocket, or SageMaker's bidirectional
 stream: :mod:`koe.client.target`); each turn is ``append`` per LLM delta and a ``flush``; barge-in sends
 ``cancel`` and waits for ``cancelled``, after which the server sends nothing more of that turn, so the
-next turn starts clean on the same connection.
+next turn starts clean on the same connection. Each audio frame of a segment is passed on as it arrives,
+so a segment the server decodes in windows (a turn's first) is heard as its windows are decoded.
 
 A connection that closed (the TTS restarted, the stream timed out) fails the turn it was speaking with an
 ``error`` event; the next turn opens a new one and says so (``reconnected``). A connection that closes
@@ -18,7 +19,7 @@ from collections.abc import Awaitable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TypeVar
 
-from koe.agent.base import Spoken
+from koe.agent.base import SegmentPieces, Spoken
 from koe.client.session import StreamClient
 from koe.client.target import SageMakerTarget, TtsTarget
 from koe.client.websocket import auth_headers
@@ -33,7 +34,6 @@ from koe.errors import (
 )
 from koe.types import SAMPLE_RATE
 from koe.wire.messages import Cancelled, ConfigAck, Error, Flushed, SegmentEnd, SegmentStart, Words
-from koe.wire.words import SpokenWord
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,6 +45,7 @@ _SEGMENT_ERRORS = {"synthesis_failed", "unsupported_script"}
 #: The audio every turn asks for: what the agent's events carry.
 _STREAM_OPTIONS = {"format": "pcm_s16le", "sample_rate": SAMPLE_RATE}
 _HTTP_UNAUTHORIZED = 401
+_BYTES_PER_SAMPLE = 2  # of ``pcm_s16le``
 
 
 def _remote_error(error: Error) -> KoeError:
@@ -74,8 +75,8 @@ class RemoteTurn:
         self.reconnected = reconnected
         self._spoken = False  # ``flushed`` received: the server holds nothing of this turn
         self._broken: str | None = None  # why the connection cannot serve another turn
-        # where the next segment starts in the turn's audio (``words`` are turn-relative)
-        self._offset_s = 0.0
+        self._segment: SegmentPieces | None = None  # between its ``segment`` and its ``segment_end``
+        self._received = 0  # bytes of the turn's audio so far (the server's ``words`` are turn-relative)
 
     async def add(self, text: str) -> None:
         if text:
@@ -85,25 +86,31 @@ class RemoteTurn:
         await self._guard(self._client.flush())
 
     async def next(self) -> Spoken | None:
-        """Collect the next segment's frames up to its ``segment_end``; ``None`` after ``flushed``."""
-        start: SegmentStart | None = None
-        pcm = bytearray()
-        words: tuple[SpokenWord, ...] = ()
+        """The next piece of a segment: each audio frame as it arrives (the server sends a windowed
+        segment's parts as they are decoded), and at its ``segment_end`` the piece that completes it,
+        empty since every frame has gone on; ``None`` after ``flushed``.
+
+        Raises:
+            ProtocolError: audio outside a segment, or a message a turn does not expect.
+        """
         while True:
             message = await self._guard(self._client.receive())
             match message:
                 case bytes():
-                    pcm += message
+                    if self._segment is None:
+                        raise ProtocolError("the TTS server sent audio outside a segment")
+                    self._received += len(message)
+                    return self._segment.piece(message, last=False)
                 case SegmentStart():
-                    start, pcm, words = message, bytearray(), ()
-                case Words():
-                    words = tuple(word.shifted(-self._offset_s) for word in message.words)
-                case SegmentEnd() if start is not None:
-                    spoken = Spoken(
-                        start.index, start.text, start.source_span, bytes(pcm), SAMPLE_RATE, words
+                    self._segment = SegmentPieces(
+                        message.index, message.text, message.source_span, SAMPLE_RATE
                     )
-                    self._offset_s += spoken.duration_s
-                    return spoken
+                case Words() if self._segment is not None:  # before the segment's first frame
+                    start_s = self._received / (_BYTES_PER_SAMPLE * SAMPLE_RATE)
+                    self._segment.words = tuple(word.shifted(-start_s) for word in message.words)
+                case SegmentEnd() if self._segment is not None:
+                    segment, self._segment = self._segment, None
+                    return segment.piece(b"", last=True)
                 case Flushed():
                     self._spoken = True
                     return None
