@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -34,6 +32,7 @@ from koe.pipeline.speech import Speech, SpeechOptions
 from koe_bench.config import BenchConfig
 from koe_bench.firstaudio import ANSWER, SETTLE_S, round_order
 from koe_bench.rawclient import ws_url
+from koe_bench.runstamp import run_head, stamp_end
 from koe_bench.stats import summarize_runs
 from koe_bench.target import bench_settings, in_process_server
 from koe_bench.turns import TURN_TIMEOUT_S, Clock, TokenLog, TurnTrace, koe_turn, pcm_chunk
@@ -171,8 +170,7 @@ def run_alone(config: BenchConfig, command: str, pace: ReplayPace = PACE) -> dic
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "command": command,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
+        **run_head(),
         "config": {
             "voice": config.voice,
             "repeats": config.repeats,
@@ -186,8 +184,7 @@ def run_alone(config: BenchConfig, command: str, pace: ReplayPace = PACE) -> dic
         result = asyncio.run(measure(paths(url), ANSWER, pace, config.voice, config.repeats))
     report["result"] = result
     report["targets"] = targets(result)
-    report["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
-    report["elapsed_s"] = time.monotonic() - started
+    stamp_end(report, started)
     return report
 
 

@@ -12,14 +12,12 @@ starts; "first speech" is when the listener hears the voice, not the silence bef
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
 from koe_bench import fastkokoro, peer
 from koe_bench.config import BenchConfig
+from koe_bench.runstamp import run_head, stamp_end
 from koe_bench.stats import summarize_runs
 from koe_bench.target import bench_settings, in_process_server
 from koe_bench.turns import Clock, TurnTrace, koe_turn, stream_answer, streamed_pcm_turn
@@ -225,8 +224,7 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "command": command,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
+        **run_head(),
         "config": {
             "voice": config.voice,
             "repeats": config.repeats,
@@ -244,8 +242,7 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
             scenarios = asyncio.run(measure(config, urls, asks, lambda: None))
     report["scenarios"] = scenarios
     report["targets"] = targets(scenarios)
-    report["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
-    report["elapsed_s"] = time.monotonic() - started
+    stamp_end(report, started)
     return report
 
 

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from koe.settings import Settings
 from koe_bench import piper
 from koe_bench.config import BenchConfig
 from koe_bench.firstaudio import ANSWER, SENTENCE, SETTLE_S, round_order
+from koe_bench.runstamp import run_head, stamp_end
 from koe_bench.stats import summarize_runs
 from koe_bench.target import bench_settings, in_process_app
 from koe_bench.turns import Clock, TurnTrace, pcm_chunk, stream_answer, writer_and_reader
@@ -217,8 +216,7 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "command": command,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
+        **run_head(),
         "config": {
             "voices": {KOE: config.voice, PEER: piper.VOICE},
             "repeats": config.repeats,
@@ -242,8 +240,7 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
         scenarios = asyncio.run(measure(turns, config.pace, config.repeats, lambda: None))
     report["scenarios"] = scenarios
     report["targets"] = targets(scenarios)
-    report["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
-    report["elapsed_s"] = time.monotonic() - started
+    stamp_end(report, started)
     return report
 
 

@@ -11,16 +11,15 @@ lengths are scaled by (:data:`koe.text.languages.lookup.CHARS_PER_CHAR`).
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from koe.agent.replay import tokenize
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe_bench.config import BenchConfig
+from koe_bench.runstamp import run_head, stamp_end
 from koe_bench.stats import summarize_runs
 from koe_bench.target import bench_settings, in_process_server
 from koe_bench.turns import TurnTrace, batch_turn, koe_turn
@@ -147,8 +146,7 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
         "schema": SCHEMA,
         "command": command,
         "quick": config.quick,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
+        **run_head(),
         "config": {
             "tokens_per_s": config.pace.tokens_per_s,
             "first_token_delay_s": config.pace.first_token_delay_s,
@@ -160,6 +158,5 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     speech = Speech.load(SpeechOptions.from_settings(settings, warmup=False))
     with in_process_server(settings, speech) as url:
         report["languages"] = asyncio.run(measure(config, url, lambda: None))
-    report["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
-    report["elapsed_s"] = time.monotonic() - started
+    stamp_end(report, started)
     return report
