@@ -354,7 +354,14 @@ def test_a_first_request_of_each_kind_imports_nothing_once_the_server_is_ready(t
                 await send(ws, {"type": "flush"})
                 await until(ws, of_type("flushed"))
 
+        async def agent_read() -> None:
+            async with connect(url.replace("http", "ws", 1) + "/agent/ws") as ws:
+                await ws.recv()  # the session
+                await send(ws, {"type": "read", "text": "Hello there. How are you?", "tokens_per_s": 200})
+                await until(ws, of_type("done"))
+
         run(session)
+        run(agent_read)
         time.sleep(_IMPORT_LOG_SETTLE_S)
         imported = imports.read_text().splitlines()[at_ready:]
     assert imported == []
