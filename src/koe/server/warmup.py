@@ -14,6 +14,7 @@ session's event loop for as long as it takes.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import time
 
@@ -47,9 +48,12 @@ FIRST_USE_MODULES = ("anyio._backends._asyncio", "encodings.idna")
 def import_first_use_modules() -> None:
     """Import :data:`FIRST_USE_MODULES` now, off the event loop, instead of under a first request, and
     encode a few milliseconds in each compressed format, so that PyAV (the slowest of them to import) and
-    the codecs it loads are ready too."""
+    the codecs it loads are ready too. Without PyAV (the GPU kit installs koe without it: its ladder asks
+    for PCM only) nothing is encoded: a compressed format is refused there whatever the warm-up does."""
     for name in FIRST_USE_MODULES:
         importlib.import_module(name)
+    if importlib.util.find_spec("av") is None:
+        return
     silence = np.zeros(SAMPLE_RATE // 100, dtype=np.float32)
     for fmt in AudioFormat:
         encode_whole(silence, fmt)
