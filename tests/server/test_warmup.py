@@ -3,11 +3,15 @@ for the model, but for the last test)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
+from koe.audio.formats import AudioFormat
 from koe.engine.timing import WordSpan
 from koe.errors import SynthesisError
 from koe.pipeline.speech import Speech
+from koe.server import warmup
 from koe.server.warmup import ENGINE_PROOF, prove, prove_engine
 from support.fake import FakeEngine, FakeG2P, fake_speech, fake_voices
 
@@ -45,3 +49,18 @@ def test_a_g2p_that_reads_nothing_fails_its_proof() -> None:
 
 def test_the_real_engine_speaks_its_proof(speech: Speech) -> None:
     prove_engine(speech.engine, speech.voices, "af_heart")
+
+
+def test_without_pyav_the_warm_up_imports_what_it_can_and_encodes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The GPU kit installs koe without PyAV: its server must still load (its ladder asks for PCM only)."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "av" else find_spec(name))
+    encoded: list[object] = []
+    monkeypatch.setattr(warmup, "encode_whole", lambda audio, fmt: encoded.append(fmt))
+    warmup.import_first_use_modules()
+    assert encoded == []
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    warmup.import_first_use_modules()
+    assert set(encoded) == set(AudioFormat)
