@@ -7,8 +7,7 @@ many segments by playback deadline, a cancelled segment costs at most the window
 more with a :class:`~koe.engine.base.Cancel`, which stops that run too), and the
 chunks concatenate to exactly ``timing.samples`` samples. Without the voice's calibration the segment is
 decoded whole in one step (bit-identical to the single graph) while calibration runs in the background,
-and so is a segment shorter than ``MIN_WINDOWED_FRAMES``. A whole decode starts once the frames of the
-other whole decodes in progress leave it room (:class:`~koe.engine.onnx.budget.FrameBudget`: peak memory).
+and so is a segment shorter than ``MIN_WINDOWED_FRAMES``.
 
 Windowing is asked for per utterance (``windowed=True``; the server's ``Settings.windowed``, off by
 default: it failed the quality gate on held-out sentences, docs/engine.md, "Streaming decoder"). Without it
@@ -28,7 +27,6 @@ import numpy as np
 import onnx
 
 from koe.engine.base import AudioChunk, BufferedAudio, StreamEvent, SynthesisRequest
-from koe.engine.onnx.budget import FrameBudget
 from koe.engine.onnx.calibration import Calibration
 from koe.engine.onnx.costs import DecodeCosts
 from koe.engine.onnx.moments import quiet_fraction
@@ -63,14 +61,12 @@ logger = logging.getLogger(__name__)
 
 
 class StreamingDecoder:
-    """Verified stages, per-voice calibration and the costs of its steps: what windowed decoding needs; and
-    the budget that bounds the frames of whole decodes in progress at once (:mod:`koe.engine.onnx.budget`)."""
+    """Verified stages, per-voice calibration and the costs of its steps: what windowed decoding needs."""
 
     def __init__(self, stages: Stages, calibration: Calibration, costs: DecodeCosts) -> None:
         self.stages = stages
         self.calibration = calibration
         self.costs = costs
-        self.whole_budget = FrameBudget()
 
     @property
     def cost(self) -> LinearCost:
@@ -231,10 +227,7 @@ class OnnxStream(Iterator[StreamEvent]):
 
     def _whole(self) -> Audio:
         assert self._front is not None and self._row is not None
-        with self._decoder.whole_budget.holding(self._front.frames, self._cancel) as held:
-            if not held:
-                raise SynthesisError("cancelled while waiting for other whole decodes to end")
-            audio, statistics = self._decoder.stages.decode(self._front, self._row, self._options)
+        audio, statistics = self._decoder.stages.decode(self._front, self._row, self._options)
         self._decoder.costs.offer(self._front, self._row, statistics)
         self._position = self._front.frames
         return audio
