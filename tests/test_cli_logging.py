@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from koe.machine import usable_cores
+from koe.settings import layout_of
 from live_server import LOOPBACK, loopback_socket
 from support.fake_serve import fake_serve_process
 
@@ -103,6 +105,9 @@ def test_serve_with_json_logs_writes_only_json_naming_the_page_the_llm_and_the_k
     assert banner["url"] == url and banner["page"] == f"{url}/"
     assert banner["llm"] == f"openai-compatible: gpt-4o-mini at {llm_url}"
     assert banner["api_key_required"] is True
+    sized = layout_of(None, None, usable_cores())  # the server inherits this process's CPUs and cgroup
+    assert (banner["workers"], banner["threads_per_worker"]) == (sized.workers, sized.threads)
+    assert banner["usable_cores"] == sized.cores
     assert SECRET not in log.read_text(encoding="utf-8")
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from koe import machine
-from koe.machine import Measured, cpu_identity
+from koe.machine import Measured, cpu_identity, usable_cores
 
 
 def test_a_kept_measurement_reads_back_under_the_same_key_only(tmp_path: Path) -> None:
@@ -75,3 +77,92 @@ def test_two_processes_write_a_kept_file_under_names_of_their_own(tmp_path: Path
     }
     assert len(names) == 2
     assert all(Path(name.strip()).parent == kept.parent and name.strip().endswith(".npz") for name in names)
+
+
+#: The CPUs the quota tests pretend this process may run on.
+_AFFINITY = 4
+
+
+def _fake_root(tmp_path: Path, cgroups: str, files: dict[str, str]) -> Path:
+    """A root with ``/proc/self/cgroup`` reading ``cgroups`` and ``files`` (paths below the root)."""
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "self" / "cgroup").write_text(cgroups)
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("cgroups", "files", "cores"),
+    [
+        ("0::/koe.slice\n", {"sys/fs/cgroup/koe.slice/cpu.max": "150000 100000\n"}, 2),
+        ("0::/koe.slice\n", {"sys/fs/cgroup/koe.slice/cpu.max": "50000 100000\n"}, 1),
+        ("0::/koe.slice\n", {"sys/fs/cgroup/koe.slice/cpu.max": "800000 100000\n"}, _AFFINITY),
+        ("0::/koe.slice\n", {"sys/fs/cgroup/koe.slice/cpu.max": "max 100000\n"}, _AFFINITY),
+        (
+            "0::/koe.slice/koe.service\n",
+            {
+                "sys/fs/cgroup/koe.slice/cpu.max": "200000 100000\n",
+                "sys/fs/cgroup/koe.slice/koe.service/cpu.max": "max 100000\n",
+            },
+            2,
+        ),
+        ("0::/\n", {"sys/fs/cgroup/cpu.max": "300000 100000\n"}, 3),
+        (
+            "1:cpu,cpuacct:/docker/0123abcd\n",
+            {
+                "sys/fs/cgroup/cpu/cpu.cfs_quota_us": "100000\n",
+                "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+            },
+            1,
+        ),
+        (
+            "1:cpu,cpuacct:/\n",
+            {"sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n", "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n"},
+            _AFFINITY,
+        ),
+        ("0::/koe.slice\n", {}, _AFFINITY),
+    ],
+    ids=[
+        "v2 quota of 1.5 cores, rounded up",
+        "v2 quota of half a core, at least 1",
+        "v2 quota above the CPUs",
+        "v2 max: no quota",
+        "v2 quota of the parent cgroup",
+        "v2 container's own cgroup at the mount",
+        "v1 container's quota at the mount, the path being the host's",
+        "v1 -1: no quota",
+        "no cgroup files",
+    ],
+)
+def test_the_usable_cores_are_the_fewer_of_the_cpus_and_the_cgroup_quota(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cgroups: str, files: dict[str, str], cores: int
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(_AFFINITY)))
+    assert usable_cores(_fake_root(tmp_path, cgroups, files)) == cores
+
+
+def test_a_malformed_quota_is_logged_and_ignored(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(_AFFINITY)))
+    root = _fake_root(tmp_path, "0::/koe.slice\n", {"sys/fs/cgroup/koe.slice/cpu.max": "lots 100000\n"})
+    assert usable_cores(root) == _AFFINITY
+    assert "expected a positive quota and period, got 'lots' and '100000'" in caplog.text
+
+
+def test_a_root_without_proc_reads_the_mount_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(_AFFINITY)))
+    (tmp_path / "sys" / "fs" / "cgroup").mkdir(parents=True)
+    (tmp_path / "sys" / "fs" / "cgroup" / "cpu.max").write_text("200000 100000\n")
+    assert usable_cores(tmp_path) == 2
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is not installed")
+def test_a_process_started_on_one_cpu_has_one_usable_core() -> None:
+    script = "from koe.machine import usable_cores; print(usable_cores())"
+    ran = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert ran.stdout.strip() == "1"

@@ -13,7 +13,7 @@ from koe.g2p.chunk import G2P_CHUNK_CHARS
 from koe.languages import CODES
 from koe.server.connections import BYTES_PER_TURN, MAX_FRAGMENTS_PER_MESSAGE
 from koe.server.serve import uvicorn_config
-from koe.settings import Settings
+from koe.settings import Settings, layout_of
 from koe.text.digits import DIGIT_GROUP, ENGLISH_MAX_DIGITS, MAX_NUMBER_DIGITS
 from koe.text.languages.lookup import rules_for
 from koe.wire.fields import MAX_REQUEST_ID_CHARS
@@ -75,3 +75,12 @@ def test_the_documented_websocket_layer_limit_and_compression_are_uvicorns_setti
     assert config.ws_max_size == factor * settings.max_message_bytes
     assert figure(doc, r"`koe.server.serve`; ([\d,]+) KiB by default\)") * KIB == config.ws_max_size
     assert "`permessage-deflate` is never negotiated" in doc and config.ws_per_message_deflate is False
+
+
+def test_the_sizing_table_is_the_rule_for_each_core_count_it_names() -> None:
+    section = OPERATIONS.read_text().split("\n## Workers and threads\n")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| (\d+) \| \**(\d+) × (\d+)\** \|", section, re.MULTILINE)
+    assert [int(cores) for cores, _, _ in rows] == [1, 2, 4, 8, 16]
+    for cores, workers, threads in rows:
+        layout = layout_of(None, None, int(cores))
+        assert (layout.workers, layout.threads) == (int(workers), int(threads)), f"{cores} cores"

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+import koe.settings
 from koe.errors import ConfigError
-from koe.settings import MAX_FRAME_S, AgentSettings, ProcessSettings, Settings
+from koe.pipeline.speech import SpeechOptions
+from koe.server.runtime import Runtime
+from koe.settings import MAX_FRAME_S, AgentSettings, Layout, ProcessSettings, Settings, layout_of
 
 
 def test_environment_variables_are_typed_and_overrides_win() -> None:
@@ -58,7 +61,7 @@ def test_every_limit_is_finite() -> None:
         ({"KOE_IDLE_TIMEOUT_S": "inf"}, "KOE_IDLE_TIMEOUT_S: expected float > 0, got 'inf'"),
         ({"KOE_WINDOWED": "maybe"}, "KOE_WINDOWED: expected bool"),
         ({"KOE_MEASURE_AFTER_READY": "later"}, "KOE_MEASURE_AFTER_READY: expected bool"),
-        ({"KOE_WORKERS": "0"}, "KOE_WORKERS: expected int >= 1, got '0' (setting workers)"),
+        ({"KOE_WORKERS": "0"}, "KOE_WORKERS: expected int >= 1 or empty, got '0' (setting workers)"),
         ({"KOE_FRAME_S": "0.5"}, f"KOE_FRAME_S: expected float in (0, {MAX_FRAME_S}]"),
         ({"KOE_ENGINE": "tensorrt"}, "KOE_ENGINE: expected one of onnx, torch, got 'tensorrt'"),
         ({"KOE_AUDIO_LOW_WATER_S": "20"}, "below audio_high_water_s"),
@@ -117,3 +120,46 @@ def test_the_agents_and_every_commands_variables_are_read_by_the_same_rules() ->
     assert ProcessSettings.from_env({"KOE_CACHE_DIR": ""}).cache_dir is None
     with pytest.raises(ConfigError, match=re.escape("KOE_LOG_LEVEL: expected one of DEBUG, INFO")):
         ProcessSettings.from_env({"KOE_LOG_LEVEL": "loud"})
+
+
+@pytest.mark.parametrize(
+    ("cores", "workers", "threads"), [(1, 2, 1), (2, 2, 2), (4, 4, 2), (8, 8, 2), (16, 16, 2)]
+)
+def test_the_cores_size_a_worker_each_of_two_threads_and_two_cores_the_measured_two_by_two(
+    cores: int, workers: int, threads: int
+) -> None:
+    layout = layout_of(None, None, cores)
+    assert (layout.workers, layout.threads, layout.given) == (workers, threads, ())
+    assert not layout.spin  # two threads a core: ONNX Runtime's threads sleep between operators
+
+
+def test_a_setting_given_wins_and_the_other_is_still_sized(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(koe.settings, "usable_cores", lambda: 8)
+    assert Settings.from_env({"KOE_WORKERS": "3"}).layout == Layout(3, 2, 8, ("workers",))
+    assert Settings.from_env({}, threads_per_worker=4).layout == Layout(8, 4, 8, ("threads_per_worker",))
+    both = Settings.from_env({"KOE_WORKERS": "1", "KOE_THREADS_PER_WORKER": "8"}, workers=1)
+    assert both.layout == Layout(1, 8, 8, ("workers", "threads_per_worker"))
+    assert both.layout.spin
+    assert (
+        str(both.layout) == "1 worker × 8 threads on 8 usable cores (workers and threads_per_worker as set)"
+    )
+    assert str(Settings().layout) == "8 workers × 2 threads for 8 usable cores"
+
+
+def test_the_cores_are_read_once_per_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[int] = []
+    monkeypatch.setattr(koe.settings, "usable_cores", lambda: reads.append(4) or 4)
+    settings = Settings()
+    assert settings.layout is settings.layout
+    assert reads == [4]
+
+
+@pytest.mark.parametrize(("cores", "workers", "threads"), [(1, 2, 1), (16, 16, 2)])
+def test_the_engine_and_the_scheduler_run_the_sized_layout(
+    monkeypatch: pytest.MonkeyPatch, cores: int, workers: int, threads: int
+) -> None:
+    monkeypatch.setattr(koe.settings, "usable_cores", lambda: cores)
+    settings = Settings()
+    engine = SpeechOptions.from_settings(settings).engine
+    assert (engine.threads, engine.spin) == (threads, False)
+    assert Runtime(settings).scheduler.workers == workers

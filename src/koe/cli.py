@@ -98,7 +98,9 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
         help="use the fp32 model and voices from Hugging Face (`koe install --download` fetches them)",
     )
     parser.add_argument(
-        "--threads", type=int, help="engine threads per worker (default: KOE_THREADS_PER_WORKER or 2)"
+        "--threads",
+        type=int,
+        help="engine threads per worker (default: KOE_THREADS_PER_WORKER, else 2, fewer on fewer cores)",
     )
     parser.add_argument("--engine", choices=["onnx", "torch"], help="backend (default: KOE_ENGINE or onnx)")
 
@@ -335,7 +337,23 @@ def _add_listen_flags(parser: argparse.ArgumentParser, *, port_default: str) -> 
     """The flags every serving command shares: where it listens, and how many synthesis calls at once."""
     parser.add_argument("--host", help="address to listen on (default: KOE_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help=f"port (default: {port_default})")
-    parser.add_argument("--workers", type=int, help="concurrent synthesis calls (default: KOE_WORKERS or 2)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="concurrent synthesis calls (default: KOE_WORKERS, else one per usable core, at least 2)",
+    )
+
+
+def _announce_layout(args: argparse.Namespace, settings: Settings) -> None:
+    """The synthesis layout a serving command runs and why (sized from the cores, or as set)."""
+    layout = settings.layout
+    _announce(
+        args,
+        f"synthesis: {layout}",
+        workers=layout.workers,
+        threads_per_worker=layout.threads,
+        usable_cores=layout.cores,
+    )
 
 
 def _load_for_serving(settings: Settings) -> Future[Speech]:
@@ -359,6 +377,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 
     url = _http_url(settings)
     _announce(args, f"koe on {url} — /ping answers 200 once the model is warm", url=url)
+    _announce_layout(args, settings)
     brain = llm.describe()
     _announce(args, f"the page: {url}/ — the agent's LLM: {brain}", page=f"{url}/", llm=brain)
     required = settings.api_key is not None
@@ -388,8 +407,9 @@ def _register_wyoming(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     _add_listen_flags(parser, port_default="KOE_WYOMING_PORT or 10200")
     parser.add_argument(
         "--uri",
-        help="where to listen, as Wyoming's own servers take it: tcp://HOST:PORT or unix:///PATH (a Unix "
-        "socket its owner and group may connect to; default: KOE_WYOMING_SOCKET, else --host and --port)",
+        help="where to listen, as Wyoming's own servers take it: tcp://HOST:PORT, unix:///PATH (a Unix "
+        "socket its owner and group may connect to) or stdio:// (one connection on stdin and stdout, logs on "
+        "stderr, until stdin ends); default: KOE_WYOMING_SOCKET, else --host and --port",
     )
     parser.add_argument(
         "--zeroconf",
@@ -407,34 +427,64 @@ def _run_wyoming(args: argparse.Namespace) -> int:
     import asyncio
     import dataclasses
 
-    from koe.server.wyoming import DEFAULT_PORT, listen_uri, serve
+    from koe.server.stdio import STDIO_URI
 
     settings = settings_of(
         args, workers=args.workers, wyoming_zeroconf=args.zeroconf, **_wyoming_address(args)
     )
+    if args.uri == STDIO_URI:
+        return _run_wyoming_stdio(args, settings)
+    from koe.server.wyoming import DEFAULT_PORT, listen_uri, serve
+
     if settings.wyoming_port is None and settings.wyoming_socket is None:
         settings = dataclasses.replace(settings, wyoming_port=DEFAULT_PORT)
     loading = _load_for_serving(settings)
     wyoming = listen_uri(settings)
     _announce(args, f"koe's Wyoming server on {wyoming}", wyoming=wyoming)
+    _announce_layout(args, settings)
     asyncio.run(serve(settings, loading))
     return 0
 
 
+def _run_wyoming_stdio(args: argparse.Namespace, settings: Settings) -> int:
+    """``--uri stdio://``: stdout carries Wyoming's events and nothing else, so it is taken from the process
+    before the model loads; the banner, logs and any library's output go to stderr."""
+    import asyncio
+
+    from koe.server import stdio
+
+    if settings.wyoming_zeroconf is not None:
+        raise ConfigError(
+            f"--zeroconf announces a TCP port: expected no zeroconf name with --uri {stdio.STDIO_URI}"
+        )
+    taken = stdio.claim()
+    loading = _load_for_serving(settings)
+    from koe.server.wyoming import serve_stdio
+
+    _announce(args, f"koe's Wyoming server on {stdio.STDIO_URI} (stdin and stdout)", wyoming=stdio.STDIO_URI)
+    _announce_layout(args, settings)
+    asyncio.run(serve_stdio(settings, taken, loading))
+    return 0
+
+
 def _wyoming_address(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings ``--uri`` names (``tcp://HOST:PORT``, ``unix:///PATH``), else ``--host`` and ``--port``.
+    """The settings ``--uri`` names (``tcp://HOST:PORT``, ``unix:///PATH``; none for ``stdio://``), else
+    ``--host`` and ``--port``.
 
     Raises:
-        ConfigError: ``--uri`` is given with ``--host`` or ``--port``, or is neither form.
+        ConfigError: ``--uri`` is given with ``--host`` or ``--port``, or is none of these forms.
     """
     from urllib.parse import urlsplit
 
     from koe.errors import ConfigError
+    from koe.server.stdio import STDIO_URI
 
     if args.uri is None:
         return {"host": args.host, "wyoming_port": args.port}
     if args.host is not None or args.port is not None:
         raise ConfigError("--uri says where to listen: give it or --host and --port, not both")
+    if args.uri == STDIO_URI:
+        return {}  # the one connection is the process's own stdin and stdout
     uri = urlsplit(args.uri)
     plain = not (uri.query or uri.fragment)
     if uri.scheme == "unix" and plain and not uri.netloc and uri.path:
@@ -445,7 +495,7 @@ def _wyoming_address(args: argparse.Namespace) -> dict[str, Any]:
         port = None
     if uri.scheme == "tcp" and plain and uri.hostname and port is not None and uri.path in ("", "/"):
         return {"host": uri.hostname, "wyoming_port": port}
-    raise ConfigError(f"--uri: expected tcp://HOST:PORT or unix:///PATH, got {args.uri!r}")
+    raise ConfigError(f"--uri: expected tcp://HOST:PORT, unix:///PATH or {STDIO_URI}, got {args.uri!r}")
 
 
 # --- koe agent ----------------------------------------------------------------------------------------

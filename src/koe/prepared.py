@@ -19,7 +19,7 @@ def prepare_onnx(settings: Settings, voices_dir: Path) -> None:
     from koe.engine.voices import VoiceBank
 
     source = ModelSource(model_path=None, voices_dir=voices_dir)
-    engine = load_engine(EngineOptions(threads=settings.threads_per_worker), source)
+    engine = load_engine(EngineOptions(threads=settings.layout.threads), source)
     engine.prepare(VoiceBank.load(voices_dir).resolve(settings.default_voice))  # a name or a blend
 
 

@@ -10,6 +10,8 @@ Values come from the defaults below, then ``KOE_<FIELD>`` environment variables,
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,6 +20,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from koe.errors import ConfigError
+from koe.machine import usable_cores
 from koe.variables import CONFIG, Group, accepted, fields_of, require, variable
 
 #: The protocol caps one audio frame at 100 ms so that a cancel never waits behind more than that.
@@ -30,6 +33,12 @@ MAX_BATCH_WINDOW_S = 0.1
 MIN_API_KEY_CHARS = 16
 #: Linux keeps a Unix socket's path in 108 bytes, the last one a NUL.
 MAX_SOCKET_PATH_BYTES = 107
+#: A synthesis call's threads where the cores allow: 2 run Kokoro about 1.6× as fast as 1 (docs/engine.md,
+#: "Measured speed"); past 2, Kokoro's small operators are expected to gain little (no figure is kept).
+SIZED_THREADS = 2
+#: Workers on any machine: with one, a listener's long segment makes another's wait behind it (docs/api.md,
+#: "Workers × threads"), so that even one core runs two calls, each slowed, rather than one after another.
+MIN_WORKERS = 2
 #: The lines around the generated table in docs/operations.md (:func:`with_reference`).
 REFERENCE_START = "<!-- settings reference: generated from src/koe/settings.py by `koe settings --update` -->"
 REFERENCE_END = "<!-- end of the settings reference -->"
@@ -37,6 +46,51 @@ REFERENCE_END = "<!-- end of the settings reference -->"
 Port = Annotated[int, Field(ge=0, le=65535)]
 Count = Annotated[int, Field(ge=1)]
 Seconds = Annotated[float, Field(gt=0)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Layout:
+    """Synthesis calls at once (``workers``) and the intra-op threads of each, for the ``cores`` this process
+    may use; ``given``: the settings among ``workers`` and ``threads_per_worker`` that were set, not sized."""
+
+    workers: int
+    threads: int
+    cores: int
+    given: tuple[str, ...] = ()
+
+    @property
+    def spin(self) -> bool:
+        """Whether the engine's threads fit the cores, so that they may spin between operators rather than
+        sleep (docs/engine.md, "Spinning")."""
+        return self.workers * self.threads <= self.cores
+
+    def __str__(self) -> str:
+        """The layout and why, for the start banner: ``2 workers × 2 threads for 2 usable cores``."""
+        text = f"{_count(self.workers, 'worker')} × {_count(self.threads, 'thread')}"
+        cores = _count(self.cores, "usable core")
+        if not self.given:
+            return f"{text} for {cores}"
+        return f"{text} on {cores} ({' and '.join(self.given)} as set)"
+
+
+def layout_of(workers: int | None, threads: int | None, cores: int) -> Layout:
+    """The sizing rule: a worker per core, at least :data:`MIN_WORKERS`, of :data:`SIZED_THREADS` threads
+    each, or one thread a worker on one core; ``workers`` and ``threads`` win where given (not ``None``).
+
+    Two threads a core, as in the 2 × 2 measured on 2 cores (docs/api.md, "Workers × threads"): a lone call
+    gets two cores, and as many listeners as there are cores each have a call of their own, none waiting
+    for a worker."""
+    chosen = (("workers", workers), ("threads_per_worker", threads))
+    return Layout(
+        workers=max(MIN_WORKERS, cores) if workers is None else workers,
+        threads=min(SIZED_THREADS, cores) if threads is None else threads,
+        cores=cores,
+        given=tuple(name for name, value in chosen if value is not None),
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 @dataclass(frozen=True, config=CONFIG)
@@ -74,9 +128,15 @@ class Settings(Group):
         "less time and memory, and that first use holds every session for up to seconds (building holds "
         "Python's lock) ([Cold start](#cold-start))",
     )
-    workers: Count = Field(2, description="synthesis calls at once (`--workers`)")
-    threads_per_worker: Count = Field(
-        2, description="ONNX Runtime intra-op threads of each worker (`--threads`)"
+    workers: Count | None = Field(
+        None,
+        description=f"synthesis calls at once (`--workers`); empty: one per usable core, at least "
+        f"{MIN_WORKERS} ([Workers and threads](#workers-and-threads))",
+    )
+    threads_per_worker: Count | None = Field(
+        None,
+        description=f"ONNX Runtime intra-op threads of each worker (`--threads`); empty: {SIZED_THREADS}, 1 "
+        "on a single usable core ([Workers and threads](#workers-and-threads))",
     )
     measure_after_ready: bool = Field(
         True,
@@ -259,6 +319,13 @@ class Settings(Group):
         description="announce the Wyoming server over zeroconf under this name (the `zeroconf` extra; TCP "
         "only)",
     )
+
+    @functools.cached_property
+    def layout(self) -> Layout:
+        """The workers and threads the server runs: ``workers`` and ``threads_per_worker`` where set, the
+        rest sized from the cores this process may use, read on first use (the server's start). What reads
+        the two reads them here, never from the fields."""
+        return layout_of(self.workers, self.threads_per_worker, usable_cores())
 
     def __post_init__(self) -> None:
         """The checks that span fields or read a value's content (pydantic checked each field's range)."""

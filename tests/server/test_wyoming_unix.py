@@ -88,13 +88,21 @@ def test_a_socket_with_a_port_zeroconf_or_an_unusable_path_is_refused(values: di
 @pytest.mark.parametrize(
     "argv",
     [
-        ["--uri", "stdio://"],
+        ["--uri", "stdio:"],
+        ["--uri", "stdio:///dev/stdin"],
         ["--uri", "unix://relative/koe.sock"],
         ["--uri", "tcp://127.0.0.1"],
         ["--uri", "tcp://127.0.0.1:99999"],
         ["--uri", "unix:///run/koe.sock", "--port", "10200"],
     ],
-    ids=["stdio", "unix-two-slashes", "tcp-no-port", "tcp-bad-port", "uri-and-port"],
+    ids=[
+        "stdio-no-slashes",
+        "stdio-with-path",
+        "unix-two-slashes",
+        "tcp-no-port",
+        "tcp-bad-port",
+        "uri-and-port",
+    ],
 )
 def test_koe_wyoming_refuses_a_uri_it_cannot_listen_on_before_loading(
     argv: list[str], capsys: pytest.CaptureFixture[str]

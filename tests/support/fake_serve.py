@@ -3,8 +3,10 @@
 The command line is ``koe``'s own (``python -m support.fake_serve serve --port N``, tests/ on
 ``PYTHONPATH``): the CLI, its logging, uvicorn's signal handling and graceful shutdown are the real ones;
 only the loaded model is the fake, each engine call slowed by ``KOE_FAKE_DELAY_S`` seconds so work is
-still in flight when a signal arrives. With :data:`IMPORT_LOG_VARIABLE` set, the process appends the name of
-every module it imports to that file as it imports it (polled), so a test can see what a request imports.
+still in flight when a signal arrives; for ``koe wyoming``, it has loaded ``KOE_FAKE_LOAD_S`` seconds after
+the start (at once by default), where a test needs the wait for the model to be seen. With
+:data:`IMPORT_LOG_VARIABLE` set, the process appends the name of every module it imports to that file as it
+imports it (polled), so a test can see what a request imports.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from support.fake import FakeEngine, fake_speech
 
 #: The environment variable with each fake engine call's delay in seconds.
 DELAY_VARIABLE = "KOE_FAKE_DELAY_S"
+#: The environment variable with how many seconds after the start the fake model has loaded.
+LOAD_VARIABLE = "KOE_FAKE_LOAD_S"
 #: The environment variable naming the file the process lists its imports in, one module a line.
 IMPORT_LOG_VARIABLE = "FAKE_SERVE_IMPORT_LOG"
 #: How often the import log looks for new modules.
@@ -83,9 +87,15 @@ def _log_imports(path: Path) -> None:
             log.writelines(f"{name}\n" for name in sorted(new))
 
 
-def _loaded(speech: Speech) -> Future[Speech]:
+def _loaded(speech: Speech, after_s: float) -> Future[Speech]:
+    """``speech``, loaded ``after_s`` seconds from now (at once for 0)."""
     loaded: Future[Speech] = Future()
-    loaded.set_result(speech)
+    if after_s:
+        timer = threading.Timer(after_s, loaded.set_result, [speech])
+        timer.daemon = True
+        timer.start()
+    else:
+        loaded.set_result(speech)
     return loaded
 
 
@@ -99,5 +109,6 @@ if __name__ == "__main__":
     koe.app.create_app = lambda settings=None, _=None, llm=None, loading=None: create_app(
         settings, speech, llm
     )
-    koe.server.runtime.load_in_background = lambda settings: _loaded(speech)
+    load_s = float(os.environ.get(LOAD_VARIABLE, "0"))
+    koe.server.runtime.load_in_background = lambda settings: _loaded(speech, load_s)
     sys.exit(main())

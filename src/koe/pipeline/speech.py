@@ -11,7 +11,6 @@ the one place they go to the engine (:class:`koe.pipeline.segment_decode.Segment
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -82,10 +81,10 @@ class SpeechOptions:
         """The one place settings become engine options (``overrides``: ``warmup``, ``voices``...)."""
         engine = EngineOptions(
             kind=settings.engine,
-            threads=settings.threads_per_worker,
+            threads=settings.layout.threads,
             device=settings.device,
             max_batch=settings.batch_max_segments,
-            spin=settings.workers * settings.threads_per_worker <= len(os.sched_getaffinity(0)),
+            spin=settings.layout.spin,
         )
         options = cls(
             engine=engine,

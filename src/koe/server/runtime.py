@@ -96,7 +96,7 @@ class Runtime:
         self.cache = SegmentCache.of_megabytes(settings.segment_cache_mb)
         self.metrics = Metrics(lambda: self.scheduler.stats, lambda: self.cache.stats)
         self.scheduler = Scheduler(
-            settings.workers,
+            settings.layout.workers,
             settings.max_queued_jobs,
             batch_window_s=settings.batch_window_s,
             observer=self.metrics,
@@ -131,6 +131,12 @@ class Runtime:
     def start(self) -> None:
         """Begin loading in the background (returns at once)."""
         self._loading = asyncio.create_task(self._load(), name="koe-load")
+
+    async def loaded(self) -> None:
+        """Wait until loading has ended, ready or failed (:attr:`status` says which); at once when it has
+        not begun. Cancelling is safe: loading goes on."""
+        if self._loading is not None:
+            await asyncio.wait([self._loading])
 
     async def _load(self) -> None:
         try:

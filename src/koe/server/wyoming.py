@@ -1,8 +1,8 @@
-"""The Wyoming transport: a server for Home Assistant and its satellites, on TCP or a Unix socket, speaking
-through the same pipeline as every other transport (docs/wyoming.md). The events are
-:mod:`koe.wire.wyoming`'s; each connection is a :class:`~koe.server.wyoming_session.WyomingSession`,
-holding one of the runtime's session slots (``max_sessions``, shared with the WebSocket sessions) while it
-is open.
+"""The Wyoming transport: a server for Home Assistant and its satellites, on TCP, a Unix socket or the
+process's own stdin and stdout, speaking through the same pipeline as every other transport
+(docs/wyoming.md). The events are :mod:`koe.wire.wyoming`'s; each connection is a
+:class:`~koe.server.wyoming_session.WyomingSession`, holding one of the runtime's session slots
+(``max_sessions``, shared with the WebSocket sessions) while it is open.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Awaitable
 from concurrent.futures import Future
 from contextlib import suppress
 from pathlib import Path
 
-from koe.errors import ConfigError, KoeError
+from koe.errors import ConfigError, KoeError, OverloadedError
 from koe.logs import log_refusal
 from koe.pipeline.speech import Speech
 from koe.server.discovery import Announcement
@@ -22,6 +23,7 @@ from koe.server.origin import is_loopback
 from koe.server.runtime import Runtime
 from koe.server.session import CLOSE_GRACE_S
 from koe.server.socket_file import SocketFile
+from koe.server.stdio import Stdio, streams
 from koe.server.wyoming_session import TRANSPORT, WyomingSession
 from koe.settings import Settings
 from koe.wire.wyoming import Error, encode
@@ -47,7 +49,8 @@ def listen_uri(settings: Settings) -> str | None:
 class WyomingServer:
     """The Wyoming server of ``runtime``: on the Unix socket ``settings.wyoming_socket`` when set, else on
     TCP at ``settings.host`` and ``settings.wyoming_port``, announced over zeroconf when
-    ``settings.wyoming_zeroconf`` names it (the settings allow zeroconf with TCP only)."""
+    ``settings.wyoming_zeroconf`` names it (the settings allow zeroconf with TCP only); or, instead of
+    :meth:`start`, one connection on stdin and stdout (:meth:`serve_stdio`)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
@@ -56,6 +59,7 @@ class WyomingServer:
         self._socket_file: SocketFile | None = None
         self._sessions: dict[asyncio.Task[None], WyomingSession | None] = {}
         self._announcement: Announcement | None = None
+        self._closed = False
         self.port = 0  # the TCP port it listens on, once started (0 on a Unix socket)
 
     async def start(self) -> None:
@@ -101,6 +105,14 @@ class WyomingServer:
         self._socket_file = socket_file
         logger.info("wyoming: listening on the Unix socket %s", path)
 
+    async def serve_stdio(self, stdio: Stdio) -> None:
+        """Serve one connection on ``stdio`` until it ends, admitted as a TCP client is (refused with an
+        ``error`` event while the model is not ready), and its last events written (a reader that takes
+        nothing for ``CLOSE_GRACE_S`` is cut off). Cancelling is safe."""
+        async with streams(stdio, flush_s=CLOSE_GRACE_S) as (reader, writer):
+            logger.info("wyoming: serving one connection on stdin and stdout")
+            await self._connected(reader, writer)
+
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None  # asyncio runs each connection in a task
@@ -125,13 +137,15 @@ class WyomingServer:
     async def aclose(self) -> None:
         """Stop accepting; sessions between requests end now, those answering when their answers are sent,
         within ``shutdown_grace_s``; then the rest are dropped. The announcement is withdrawn. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         if self._announcement is not None:
             await self._announcement.aclose()
             self._announcement = None
-        if self._server is None:
-            return
-        self._server.close()
-        self._server = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         if self._socket_file is not None:  # no new client finds it; those connected keep their sockets
             self._socket_file.remove()
             self._socket_file = None
@@ -163,13 +177,62 @@ async def serve(settings: Settings, loading: Future[Speech] | None = None) -> No
     runtime = Runtime(settings, loading=loading)
     runtime.start()
     server = WyomingServer(runtime)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop = _stop_on_signals()
     try:
         await server.start()
         await stop.wait()
     finally:
         await server.aclose()
         await runtime.aclose()
+
+
+async def serve_stdio(settings: Settings, stdio: Stdio, loading: Future[Speech] | None = None) -> None:
+    """``koe wyoming --uri stdio://``: one connection on ``stdio``, with the model of ``settings``
+    (``loading``: already loading), until stdin ends or SIGTERM or SIGINT. Nothing is read from stdin
+    before the model has loaded: the one client there can be waits for it rather than being refused with
+    ``not_ready``, which would end the process.
+
+    Raises:
+        OverloadedError: the model failed to load (``not_ready``); the client was told so in an ``error``
+            event.
+    """
+    runtime = Runtime(settings, loading=loading)
+    runtime.start()
+    server = WyomingServer(runtime)
+    stop = _stop_on_signals()
+    serving: asyncio.Task[None] | None = None
+    try:
+        if await _unless_stopped(stop, runtime.loaded()):
+            serving = asyncio.create_task(server.serve_stdio(stdio))
+            await _unless_stopped(stop, serving)
+    finally:
+        await server.aclose()  # a connection still served ends as on a stopping TCP server
+        if serving is not None:  # then its last events are written, or given up on
+            await asyncio.wait([serving], timeout=CLOSE_GRACE_S)
+        await runtime.aclose()
+    if runtime.load_error is not None:  # the exit status tells whoever started the process
+        raise OverloadedError(runtime.load_error, code="not_ready")
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event that SIGTERM and SIGINT set."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    return stop
+
+
+async def _unless_stopped(stop: asyncio.Event, work: Awaitable[None]) -> bool:
+    """Wait for ``work`` until it ends (``True``; its error is raised) or ``stop`` is set first (``False``:
+    it runs on, for the caller's shutdown to end)."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not task.done():
+        return False
+    task.result()
+    return True

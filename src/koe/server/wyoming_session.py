@@ -31,6 +31,7 @@ from koe.pipeline.voice import Voice
 from koe.server.outbox import CloseRequest, Outbox
 from koe.server.runtime import Runtime
 from koe.server.session import CLOSE_GRACE_S, MAX_UNSENT_MESSAGES
+from koe.server.stdio import drop
 from koe.server.turn import split_frames
 from koe.text.ssml import is_ssml
 from koe.types import SAMPLE_RATE
@@ -197,7 +198,7 @@ class WyomingSession:
 
     def abort(self) -> None:
         """End the session now: the connection is dropped, and with it the answers' work."""
-        self._writer.transport.abort()
+        drop(self._writer.transport)
 
     def _close(self, *, now: bool = False) -> None:
         """Close after everything queued (``now``: before the queued answers, after what the error says)."""
@@ -507,7 +508,7 @@ class WyomingSession:
                 self._active_at = asyncio.get_running_loop().time()
         except TimeoutError:
             self._log.info("the client read nothing for %.0f s: the connection is cut", timeout_s)
-            self._writer.transport.abort()
+            self.abort()
         except ConnectionError as exc:
             self._log.info("the client left while we were sending (%s)", type(exc).__name__)
         raise _SessionOver

@@ -184,7 +184,7 @@ def test_sessions_spin_between_operators_only_when_asked(tmp_path: Path, spin: b
 
 
 def test_the_server_s_engine_spins_only_when_its_threads_fit_the_cores() -> None:
-    cores = len(os.sched_getaffinity(0))
+    cores = machine.usable_cores()
     fits = SpeechOptions.from_settings(Settings(workers=1, threads_per_worker=cores)).engine
     crowded = SpeechOptions.from_settings(Settings(workers=2, threads_per_worker=cores)).engine
     assert (fits.spin, crowded.spin) == (True, False)
