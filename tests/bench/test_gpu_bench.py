@@ -15,7 +15,7 @@ import pytest
 from koe.errors import ConfigError
 from koe.pipeline.speech import Speech
 from koe.settings import Settings
-from koe_bench.gpu import QUICK_LADDER, GpuBenchConfig, run, write
+from koe_bench.gpu import QUICK_LADDER, GpuBenchConfig, _passes_between, _shapes, _without_buckets, run, write
 
 ANSWER = "Sure. The museum opens at nine."
 SCRIPT = Path(__file__).parents[2] / "bench" / "gpu_ladder.sh"
@@ -47,7 +47,11 @@ def test_the_ladder_runs_on_cpu_in_both_modes_and_writes_its_results(
     assert unbatched["levels"][0]["calls"]["calls"] == 0  # one job per segment: no shared calls
     assert [row["batch"] for row in report["engine"]] == [1, 2]
     assert all(row["audio_per_wall_s"] > 0 for row in report["engine"])
-    assert report["machine"]["engine"] == "torch on cpu (dequantized int8 weights)"
+    assert report["machine"]["engine"] == report["ladder_engine"] == "torch on cpu (dequantized int8 weights)"
+    # on the CPU the engine pads nothing, so there is no twin without buckets to compare with
+    assert report["shapes"]["buckets"] is None and "engine_without_buckets" not in report
+    assert {row["pass"] for row in batched["passes"]} == {"text", "acoustic"}
+    assert all(row["count"] >= 1 for row in batched["passes"])
     paths = write(report, tmp_path)
     assert json.loads(paths["json"].read_text())["plot"] == "bench-torch-cpu.png"
     assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -86,3 +90,27 @@ def test_the_gpu_script_stops_at_once_on_a_machine_without_cuda(tmp_path: Path) 
     assert done.returncode != 0
     assert "'cuda' was requested but torch sees no CUDA device" in done.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["bench-torch-machine.txt"]
+
+
+def test_passes_between_two_counts_are_the_shapes_a_ladder_ran() -> None:
+    before = {("text", 1, 16): 2, ("acoustic", 1, 45): 1}
+    after = {("text", 1, 16): 5, ("acoustic", 1, 45): 1, ("acoustic", 2, 64): 3}
+    assert _passes_between(before, after) == [
+        {"pass": "acoustic", "rows": 2, "width": 64, "count": 3},
+        {"pass": "text", "rows": 1, "width": 16, "count": 3},
+    ]
+
+
+def test_a_bucketed_engine_is_compared_with_its_twin_without_buckets(torch_speech: Speech) -> None:
+    """What the GPU run does on CUDA, where buckets are on by default: the twin shares the weights."""
+    from koe.engine.torch import TorchOptions
+
+    options = TorchOptions(device="cpu", max_batch=4, threads=2, buckets=True)
+    bucketed = torch_speech.with_engine(torch_speech.engine.sharing(options))  # type: ignore[attr-defined]
+    assert _without_buckets(torch_speech) is None
+    twin = _without_buckets(bucketed)
+    assert twin is not None and twin.engine.buckets is None  # type: ignore[attr-defined]
+    assert twin.engine._model is bucketed.engine._model  # type: ignore[attr-defined]
+    shapes = _shapes(bucketed)
+    assert shapes["buckets"]["rows"] == (1, 2, 4) and shapes["buckets"]["frames"][-1] == 51_200
+    assert (shapes["warmed"], shapes["graph_shapes"]) == (0, [])

@@ -32,22 +32,13 @@ from koe.engine.kmodel.checkpoint import (  # noqa: E402 - only importable once 
 )
 from koe.engine.torch import TorchEngine, TorchOptions, load_voice_tensors  # noqa: E402
 
-#: Untrained, the duration head predicts ~25 frames per token (1 s of audio per phoneme): too slow on CPU.
-#: Scaled and shifted, it predicts 2-4 frames that still differ between tokens, styles and speeds.
-_DURATION_WEIGHT_SCALE, _DURATION_BIAS = 6.0, -4.5
 _SAMPLES_PER_FRAME = 600
 PHONEMES = ("həlˈoʊ", "ðɪs ɪz ɐ tˈɛst", "wˈʌn", "kˈæt")
 
 
 @pytest.fixture(scope="module")
-def model() -> object:
-    torch.manual_seed(0)
-    built = build_model()
-    head = built.predictor.duration_proj.linear_layer
-    with torch.no_grad():
-        head.weight.mul_(_DURATION_WEIGHT_SCALE)
-        head.bias.fill_(_DURATION_BIAS)
-    return built
+def model(random_kmodel: object) -> object:
+    return random_kmodel
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,21 @@ from torch's global generator, so two calls of the same text would differ and a 
 members alone).
 
 Text side (ALBERT, duration predictor, text encoder) and acoustic side (F0/energy predictor, decoder,
-generator) are separate calls, so a caller can time the words before the audio is decoded.
+generator) are separate calls, so a caller can time the words before the audio is decoded. Either pass can
+be padded wider and to more rows than its utterances need (``shape``, :mod:`koe.engine.kmodel.buckets`):
+extra rows are idle utterances whose results are dropped, extra width is masked like any padding. The
+acoustic pass's middle — decoder and generator up to the spectrum, the heaviest part — depends on the
+shape alone, not on the lengths in it (:func:`acoustic_core`): a CUDA graph can replay it
+(:mod:`koe.engine.kmodel.graphs`); its packed LSTM before and per-utterance source and STFTs around it
+cannot be captured.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -70,14 +77,23 @@ class _Valid:
 
 
 def text_pass(
-    model: KModel, rows: Sequence[Sequence[int]], styles: torch.Tensor, speeds: torch.Tensor
+    model: KModel,
+    rows: Sequence[Sequence[int]],
+    styles: torch.Tensor,
+    speeds: torch.Tensor,
+    shape: tuple[int, int] | None = None,
 ) -> list[TextSide]:
     """Durations and features of each utterance; ``rows`` are token ids without the padding tokens,
-    ``styles`` the ``[B, 256]`` style rows, ``speeds`` ``[B]``."""
+    ``styles`` the ``[B, 256]`` style rows, ``speeds`` ``[B]``. ``shape`` pads the pass to that many rows
+    and tokens (padding tokens included); raises ``ValueError`` where the utterances do not fit in it."""
     device = styles.device
     padded = [[PAD, *row, PAD] for row in rows]
+    total, width = _shape(shape, len(padded), max(len(row) for row in padded), "tokens")
+    idle = total - len(padded)
+    padded += [[PAD, PAD]] * idle
+    styles = torch.cat([styles, styles.new_zeros((idle, styles.shape[1]))])
+    speeds = torch.cat([speeds, speeds.new_ones(idle)])
     lengths = torch.tensor([len(row) for row in padded], dtype=torch.long)
-    width = int(lengths.max())
     tokens = torch.full((len(padded), width), PAD, dtype=torch.long)
     for r, row in enumerate(padded):
         tokens[r, : len(row)] = torch.tensor(row)
@@ -94,8 +110,20 @@ def text_pass(
     text = model.text_encoder(tokens, lengths, padding)
     return [
         TextSide(durations[r, :n], prosody[r, :n].transpose(0, 1), text[r, :, :n], styles[r])
-        for r, n in enumerate(lengths.tolist())
+        for r, n in enumerate(lengths.tolist()[: len(rows)])
     ]
+
+
+def _shape(shape: tuple[int, int] | None, rows: int, width: int, unit: str) -> tuple[int, int]:
+    """``shape``, or the pass's own when None; raises ``ValueError`` where ``rows`` × ``width`` do not fit."""
+    if shape is None:
+        return rows, width
+    if shape[0] < rows or shape[1] < width:
+        raise ValueError(
+            f"a pass padded to {shape[0]} rows of {shape[1]} {unit} cannot hold {rows} rows, the longest "
+            f"{width} {unit}"
+        )
+    return shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,27 +138,111 @@ class AcousticStages:
     audio: list[torch.Tensor]  # per utterance, frames × 600 samples
 
 
-def acoustic_pass(model: KModel, sides: Sequence[TextSide]) -> list[torch.Tensor]:
+@dataclass(frozen=True, slots=True)
+class CoreInputs:
+    """What :func:`acoustic_core` reads, padded to the pass's shape: the same shapes for the same bucket."""
+
+    text: torch.Tensor  # [B, 512, W] aligned text features
+    f0: torch.Tensor  # [B, 2W]
+    energy: torch.Tensor  # [B, 2W]
+    style: torch.Tensor  # [B, 128] the decoder's half of each style row
+    frames: torch.Tensor  # [B] each row's frames (long, on the device)
+    harmonics: torch.Tensor  # [B, n_fft + 2, 120W + 1] each row's harmonic source spectrum, zero-padded
+
+
+@dataclass(frozen=True, slots=True)
+class CoreOutputs:
+    """What :func:`acoustic_core` gives: the decoder's output and the generator's spectrum, padded, and each
+    row's spectrum length."""
+
+    decoded: torch.Tensor  # [B, 512, 2W]
+    spectrum: torch.Tensor  # [B, n_fft + 2, 120W + 1] log-magnitude and phase, before the inverse STFT
+    lengths: torch.Tensor  # [B] valid spectrum frames per row (long)
+
+
+#: Runs the acoustic core: :func:`acoustic_core` itself, or a replay of it (:mod:`koe.engine.kmodel.graphs`).
+AcousticCore = Callable[[CoreInputs], CoreOutputs]
+
+
+def acoustic_pass(
+    model: KModel,
+    sides: Sequence[TextSide],
+    shape: tuple[int, int] | None = None,
+    core: AcousticCore | None = None,
+) -> list[torch.Tensor]:
     """The audio of each utterance (1-D, ``frames × 600`` samples), all in one masked pass."""
-    return acoustic_stages(model, sides).audio
+    return acoustic_stages(model, sides, shape, core).audio
 
 
-def acoustic_stages(model: KModel, sides: Sequence[TextSide]) -> AcousticStages:
-    """:func:`acoustic_pass` with its intermediate tensors."""
+def acoustic_stages(
+    model: KModel,
+    sides: Sequence[TextSide],
+    shape: tuple[int, int] | None = None,
+    core: AcousticCore | None = None,
+) -> AcousticStages:
+    """:func:`acoustic_pass` with its intermediate tensors (the members' rows only).
+
+    ``shape`` pads the pass to that many rows and frames (raises ``ValueError`` where the utterances do not
+    fit); ``core`` runs the middle of the pass in place of :func:`acoustic_core` on ``model``.
+    """
+    inputs = acoustic_inputs(model, sides, shape)
+    outputs = (core or partial(acoustic_core, model))(inputs)
+    generator = model.decoder.generator
+    bins = generator.post_n_fft // 2 + 1
+    audio = []
+    for r, length in enumerate(outputs.lengths[: len(sides)].tolist()):
+        spectrum = outputs.spectrum[r : r + 1, :, :length]
+        magnitude, phase = torch.exp(spectrum[:, :bins]), torch.sin(spectrum[:, bins:])
+        audio.append(generator.stft.inverse(magnitude, phase).reshape(-1))
+    members = len(sides)
+    return AcousticStages(
+        inputs.text[:members], inputs.f0[:members], inputs.energy[:members], outputs.decoded[:members], audio
+    )
+
+
+def acoustic_inputs(
+    model: KModel, sides: Sequence[TextSide], shape: tuple[int, int] | None = None
+) -> CoreInputs:
+    """The acoustic pass up to its core: alignment, the F0 and energy curves (a packed LSTM, whose work
+    follows the lengths), each row's harmonic source; padded to ``shape`` (see :func:`acoustic_stages`)."""
     device = sides[0].style.device
+    rows, width = _shape(shape, len(sides), max(side.frames for side in sides), "frames")
+    idle = _idle_side(sides[0])
+    sides = [*sides, *[idle] * (rows - len(sides))]
     frames = torch.tensor([side.frames for side in sides], device=device)
-    valid = _Valid(frames, int(frames.max()))
-    prosody = torch.zeros((len(sides), sides[0].prosody.shape[0], valid.width), device=device)
-    text = torch.zeros((len(sides), sides[0].text.shape[0], valid.width), device=device)
+    valid = _Valid(frames, width)
+    prosody = torch.zeros((rows, sides[0].prosody.shape[0], width), device=device)
+    text = torch.zeros((rows, sides[0].text.shape[0], width), device=device)
     for r, side in enumerate(sides):
         alignment = _alignment(side.durations)
         prosody[r, :, : side.frames] = side.prosody @ alignment
         text[r, :, : side.frames] = side.text @ alignment
     styles = torch.stack([side.style for side in sides])
     f0, energy, curves = _prosody_curves(model.predictor, prosody, styles[:, STYLE_SPLIT:], valid)
-    decoded, _ = _decode(model.decoder, text, f0, energy, styles[:, :STYLE_SPLIT], valid, curves)
-    audio = _generate(model.decoder.generator, decoded, styles[:, :STYLE_SPLIT], f0, curves)
-    return AcousticStages(text, f0, energy, decoded, audio)
+    harmonics = _harmonics(model.decoder.generator, f0, curves)
+    return CoreInputs(text, f0, energy, styles[:, :STYLE_SPLIT], frames, harmonics)
+
+
+def acoustic_core(model: KModel, inputs: CoreInputs) -> CoreOutputs:
+    """Decoder and generator up to the spectrum: no host synchronization and no shape that depends on the
+    lengths (they enter as a device tensor, through the masks), so a CUDA graph can capture it."""
+    frames = _Valid(inputs.frames, inputs.text.shape[-1])
+    curves = frames.scaled(inputs.f0.shape[-1] // frames.width)
+    style = inputs.style
+    decoded, _ = _decode(model.decoder, inputs.text, inputs.f0, inputs.energy, style, frames, curves)
+    spectrum, valid = _generate(model.decoder.generator, decoded, style, inputs.harmonics, curves)
+    return CoreOutputs(decoded, spectrum, valid.lengths)
+
+
+def _idle_side(like: TextSide) -> TextSide:
+    """A one-frame utterance of zeros: fills a row the pass is padded to; its audio is dropped."""
+    device = like.style.device
+    return TextSide(
+        torch.ones(1, dtype=torch.long, device=device),
+        like.prosody.new_zeros((like.prosody.shape[0], 1)),
+        like.text.new_zeros((like.text.shape[0], 1)),
+        torch.zeros_like(like.style),
+    )
 
 
 def _alignment(durations: torch.Tensor) -> torch.Tensor:
@@ -234,17 +346,23 @@ def _decode(
     return x, valid
 
 
-def _generate(
-    generator: Generator, x: torch.Tensor, s: torch.Tensor, f0: torch.Tensor, curves: _Valid
-) -> list[torch.Tensor]:
-    """The iSTFTNet generator over the batch; source and (inverse) STFTs per utterance."""
-    lengths = curves.lengths.tolist()
-    spectra = [_harmonic_spectrum(generator, f0[r, :length]) for r, length in enumerate(lengths)]
-    harmonics = torch.zeros(
-        (len(spectra), spectra[0].shape[0], max(h.shape[-1] for h in spectra)), device=x.device
-    )
+def _harmonics(generator: Generator, f0: torch.Tensor, curves: _Valid) -> torch.Tensor:
+    """Each row's harmonic source spectrum (its own F0 curve only), zero-padded to the width the generator's
+    last stage has for ``curves.width`` (its STFT frames: samples / hop + 1)."""
+    scale = int(generator.f0_upsamp.scale_factor)
+    width = curves.width * scale // generator.stft.hop_length + 1
+    spectra = [_harmonic_spectrum(generator, f0[r, :n]) for r, n in enumerate(curves.lengths.tolist())]
+    harmonics = f0.new_zeros((len(spectra), spectra[0].shape[0], width))
     for r, spectrum in enumerate(spectra):
         harmonics[r, :, : spectrum.shape[-1]] = spectrum
+    return harmonics
+
+
+def _generate(
+    generator: Generator, x: torch.Tensor, s: torch.Tensor, harmonics: torch.Tensor, curves: _Valid
+) -> tuple[torch.Tensor, _Valid]:
+    """The iSTFTNet generator over the batch up to its spectrum (``[B, n_fft + 2, 120W + 1]``) and that
+    spectrum's validity; the source comes in as ``harmonics`` and the inverse STFT is the caller's."""
     valid = curves
     stages = len(generator.ups)
     kernels = generator.num_kernels
@@ -262,13 +380,7 @@ def _generate(
         blocks = generator.resblocks[i * kernels : (i + 1) * kernels]
         x = torch.stack([_res_block(block, x, s, stage) for block in blocks]).sum(dim=0) / kernels
         valid = stage
-    x = generator.conv_post(valid.zero(F.leaky_relu(x)))
-    bins = generator.post_n_fft // 2 + 1
-    audio = []
-    for r, length in enumerate(valid.lengths.tolist()):
-        spec, phase = torch.exp(x[r : r + 1, :bins, :length]), torch.sin(x[r : r + 1, bins:, :length])
-        audio.append(generator.stft.inverse(spec, phase).reshape(-1))
-    return audio
+    return generator.conv_post(valid.zero(F.leaky_relu(x))), valid
 
 
 def _harmonic_spectrum(generator: Generator, f0: torch.Tensor) -> torch.Tensor:
