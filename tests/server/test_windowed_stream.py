@@ -19,10 +19,13 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
+from koe.engine.onnx.windowing import MIN_WINDOWED_FRAMES
+from koe.engine.timing import FRAME_SAMPLES
 from koe.scheduler.queue import SchedulerStats
+from koe.types import SAMPLE_RATE
 from live_checks import wait_for
 from live_server import LiveServer, ServerFactory
-from support.fake import FakeEngine, fake_speech
+from support.fake import FakeEngine, fake_seconds, fake_speech
 from ws_events import WAIT_S, Event, audio, messages, of_type, receive, run, send, shape, until
 
 VOICE = "af_heart"
@@ -249,18 +252,24 @@ def test_a_later_segment_that_would_be_late_decoded_whole_decodes_in_windows(
     assert jobs > len(segments) if windowed_first else jobs == len(segments)  # a segment whole is one job
 
 
-def test_a_late_segment_decodes_whole_while_another_turn_has_work_on_the_engine(
-    serve_fake: ServerFactory,
+@pytest.mark.parametrize(
+    ("workers", "windows"),
+    [pytest.param(1, False, id="the_other_fills_every_worker"), pytest.param(2, True, id="a_worker_is_free")],
+)
+def test_a_late_segment_decodes_whole_while_other_turns_fill_every_worker(
+    serve_fake: ServerFactory, workers: int, windows: bool
 ) -> None:
-    """Windows cost more work than a whole decode; while another turn's work is on the engine, that work
-    would be taken from its listener too, so the late segment cut then is decoded whole (one call)."""
+    """Another turn keeps one job on the engine while a late segment is cut. With one worker that job fills
+    every worker: a window would wait behind a whole decode before each of its steps, and its listener
+    starve while the other's does not, so the late segment is decoded whole (one call). With two, a worker
+    is left free, and the late segment decodes in windows as it would alone (a call per window)."""
     opener = "Sure, here's how. "
     other = (
         "This is the other turn and its first sentence keeps the engine busy for a while. "
         "This is its second sentence and it is about as long as the first one was."
     )
     engine = FakeEngine(delay_s=OTHER_CALL_S)
-    with serve_fake(engine, workers=1, default_voice=VOICE) as live:
+    with serve_fake(engine, workers=workers, default_voice=VOICE) as live:
         url = live.http_url + "/v1/audio/speech"
         body = {"model": "tts-1", "input": other, "voice": VOICE, "response_format": "wav"}
 
@@ -279,10 +288,13 @@ def test_a_late_segment_decodes_whole_while_another_turn_has_work_on_the_engine(
         events = run(main)
     segments = [m["text"] for m in messages(events) if m["type"] == "segment"]
     assert segments[0] == opener.strip() and " ".join(segments[1:]) == LONG
-    # each later segment (the longer ones would window alone) was cut while the other turn's work ran
-    for segment in segments[1:]:
-        (phonemes,) = fake_speech().phonemize(segment)
-        assert engine.worked.count(phonemes) == 1
+    # the first later segment was cut with only the opener's second of audio before the listener, while the
+    # other turn's work ran: decoded whole, it would come late
+    late = segments[1]
+    assert fake_seconds(late) >= MIN_WINDOWED_FRAMES * FRAME_SAMPLES / SAMPLE_RATE  # long enough to window
+    (phonemes,) = fake_speech().phonemize(late)
+    calls = engine.worked.count(phonemes)
+    assert (calls > 1) is windows, f"the late segment took {calls} engine calls"
 
 
 def test_a_complete_body_is_cut_where_the_text_ends_its_phrases_not_shortened_for_an_early_start(

@@ -55,6 +55,10 @@ MIN_HINT_CHARS = 40
 #: A later segment decodes in windows when its whole decode is predicted to take more than this share of
 #: the audio the listener has before it (the margin the engine's windows keep too).
 LATE_SHARE = 0.7
+#: A later segment is cut so that its synthesis is predicted to end within this share of the audio the
+#: listener has before it; the rest is margin for what the cost model cannot see coming: another
+#: listener's segment starting on the same cores, a neighbour taking a core (docs/benchmarks.md, "Capacity").
+HINT_BUDGET_SHARE = 0.6
 #: What a malformed SSML turn reads as.
 _NOTHING = Read("", Alignment((), ()))
 #: The buffered text is compacted once this much of it has been fed (keeps appends O(1) amortized).
@@ -308,24 +312,34 @@ class SegmentStream:
 
     def _decode_windowed(self, segment: Segment, estimate_s: float) -> bool:
         """Whether ``segment`` (``estimate_s`` of audio) decodes in windows: every segment when the stream
-        windows all, the first when it windows the first — and then also any later one whose whole decode
-        would not be done within :data:`LATE_SHARE` of the audio the listener has before it, unless the
-        engine is shared with another turn: windowed, its first audio comes after stage A and one window
-        instead of after all of it."""
-        if self._windowed or (self._windowed_first and segment.index == 0):
+        windows all; the first when it windows the first and no other turn has work on the engine
+        (:meth:`_window_first`); a later one when its whole decode would not be done within
+        :data:`LATE_SHARE` of the audio the listener has before it — windowed, its first audio comes after
+        stage A and one window instead of after all of it — unless other turns' jobs fill every worker: a
+        window then waits for a whole decode to end before each step, and its listener starves while theirs
+        do not."""
+        if self._windowed:
             return True
-        if not self._windowed_first or self._engine_shared():
+        if segment.index == 0:
+            return self._window_first()
+        if not self._windowed_first or self._others_jobs() >= self._scheduler.workers:
             return False
         return self._cost.synthesis_s(estimate_s) > LATE_SHARE * self.listener.budget_s()
 
-    def _engine_shared(self) -> bool:
-        """Whether another turn's work is queued or running. Windows cost more work than a whole decode
-        (each pays its context again), which a contended engine takes from every listener: with two streams
-        at once on a small CPU, windowing late segments made the answers gap more often, not less. Each of
-        this turn's unfinished segments has at most one job queued or running."""
+    def _window_first(self) -> bool:
+        """Whether the turn's first segment decodes in windows: when the stream windows first segments and
+        the engine is this turn's alone. On a shared engine the windows' extra work slows the other turns'
+        segments and leaves the first segment's own decode ending as its audio runs out, with no time for the
+        second: decoded whole, its audio comes later (a second listener's first word waits for it) and the
+        second segment has all of it to be made in."""
+        return self._windowed_first and not self._others_jobs()
+
+    def _others_jobs(self) -> int:
+        """Other turns' jobs queued or running. Each of this turn's unfinished segments has at most one job
+        queued or running."""
         own = sum(1 for item in self._in_flight if item.driver is not None and not item.driver.done())
         stats = self._scheduler.stats
-        return stats.queued + stats.running > own
+        return max(0, stats.queued + stats.running - own)
 
     def _replay(self, segment: Segment, hit: CachedSegment) -> None:
         """A cached segment: ready now, with its words pointed at this turn's text as a synthesis's are."""
@@ -359,9 +373,8 @@ class SegmentStream:
             # decodes in windows starts as soon as a short one would, so it has none
             later_windowed = self._windowed and self.first_cut_at is not None
             if self._paced and not later_windowed:
-                hint = max(
-                    MIN_HINT_CHARS, self._cost.chars_within(self.listener.budget_s(), self.voice.speed)
-                )
+                budget_s = HINT_BUDGET_SHARE * self.listener.budget_s()
+                hint = max(MIN_HINT_CHARS, self._cost.chars_within(budget_s, self.voice.speed))
                 self._segmenter.set_next_limit(own_chars(hint, self._weight))
             if not self._feed():
                 return None
@@ -370,7 +383,7 @@ class SegmentStream:
         segment = self._cut.popleft()
         if self.first_cut_at is None:
             self.first_cut_at = time.monotonic()
-            if self._windowed_first:
+            if self._window_first():
                 segment = self._long_enough_to_window(segment)
         elif self._joined:
             segment = replace(segment, index=segment.index - self._joined)
