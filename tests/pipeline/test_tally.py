@@ -43,3 +43,9 @@ def test_the_first_audio_is_when_a_segments_first_part_went_out_not_when_it_ende
     tally.add(0.8, 2.0)  # that segment, ended
     assert first is not None and tally.first_audio_at == first
     assert tally.fields(started_at=first)["segments"] == 1
+
+
+def test_a_fast_engines_rtf_keeps_its_significant_digits_instead_of_rounding_to_zero() -> None:
+    tally = Tally()
+    tally.add(0.0004, 2.0)  # 0.4 ms for 2 s of audio: a GPU's or the fake engine's pace
+    assert tally.fields(started_at=None)["rtf"] == 0.0002

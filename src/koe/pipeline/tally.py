@@ -40,5 +40,6 @@ class Tally:
             "segments": self.segments,
             "audio_s": round(self.audio_s, 3),
             "first_audio_ms": first_ms,
-            "rtf": round(self.synthesis_s / self.audio_s, 3) if self.audio_s else None,
+            # significant digits, not decimals: a fast engine's rtf (a GPU's, the fake's) is not shown as 0
+            "rtf": float(f"{self.synthesis_s / self.audio_s:.3g}") if self.audio_s else None,
         }
