@@ -32,8 +32,9 @@ from koe.pipeline.speech import Speech, SpeechOptions
 from koe_bench.config import BenchConfig
 from koe_bench.firstaudio import ANSWER, SETTLE_S, round_order
 from koe_bench.rawclient import ws_url
-from koe_bench.runstamp import run_head, stamp_end
+from koe_bench.runstamp import pace_fields, report_head, stamp_end
 from koe_bench.stats import summarize_runs
+from koe_bench.tables import gaps, seconds
 from koe_bench.target import bench_settings, in_process_server
 from koe_bench.turns import TURN_TIMEOUT_S, Clock, TokenLog, TurnTrace, koe_turn, pcm_chunk
 
@@ -167,18 +168,11 @@ def run_alone(config: BenchConfig, command: str, pace: ReplayPace = PACE) -> dic
     text again would be a replay), both paths against it, the report."""
     started = time.monotonic()
     settings = bench_settings()
-    report: dict[str, Any] = {
-        "schema": SCHEMA,
-        "command": command,
-        **run_head(),
-        "config": {
-            "voice": config.voice,
-            "repeats": config.repeats,
-            "tokens_per_s": pace.tokens_per_s,
-            "first_token_delay_s": pace.first_token_delay_s,
-            "text": ANSWER,
-        },
-    }
+    report = report_head(
+        SCHEMA,
+        command,
+        {"voice": config.voice, "repeats": config.repeats, **pace_fields(pace), "text": ANSWER},
+    )
     speech = Speech.load(SpeechOptions.from_settings(settings, warmup=True))
     with in_process_server(settings, speech) as url:
         result = asyncio.run(measure(paths(url), ANSWER, pace, config.voice, config.repeats))
@@ -194,10 +188,10 @@ def table(report: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[s
     rows: list[tuple[str, ...]] = [
         (
             str(name),
-            f"{summary['first_audio_s']['median']:.2f}",
-            "—" if "first_speech_s" not in summary else f"{summary['first_speech_s']['median']:.2f}",
-            f"{summary['gap_count']['median']:g} ({summary['gap_count']['max']:g})",
-            f"{summary['max_gap_s']['max']:.2f}",
+            seconds(summary["first_audio_s"]),
+            seconds(summary.get("first_speech_s")),
+            gaps(summary["gap_count"]),
+            seconds(summary["max_gap_s"], "max"),
         )
         for name, summary in report["result"]["paths"].items()
     ]

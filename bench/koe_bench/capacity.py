@@ -13,16 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from koe.agent.replay import ReplayPace
 from koe.errors import UpstreamError
+from koe.pipeline.speech import Speech, SpeechOptions
+from koe_bench.config import BenchConfig
+from koe_bench.runstamp import pace_fields, report_head, stamp_end
 from koe_bench.stats import Summary, summarize, worst_case
+from koe_bench.target import bench_settings, in_process_server
 from koe_bench.turns import TurnTrace, koe_turn
 
+#: ``koe bench --only capacity``'s report.
+SCHEMA = "koe-bench-capacity/1"
+JSON_NAME = "capacity.json"
 _SYNTHESIS_SUM = "koe_synthesis_seconds_sum"
 _AUDIO_TOTAL = "koe_audio_seconds_total"
 
@@ -117,3 +126,51 @@ def levels(max_sessions: int) -> list[int]:
     if counts[-1] != max_sessions:
         counts.append(max_sessions)
     return counts
+
+
+async def ladder(
+    url: str, config: BenchConfig, level_done: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """The capacity scenario: levels of :func:`levels` up to ``config.max_sessions``, each of
+    ``config.capacity_rounds`` rounds, until the first that fails; ``level_done`` is called after each."""
+    tried: list[Level] = []
+    for sessions in levels(config.max_sessions):
+        level, _ = await run_level(
+            url,
+            sessions,
+            config.answer,
+            config.pace,
+            config.voice,
+            config.ttfa_threshold_s,
+            config.capacity_rounds,
+        )
+        tried.append(level)
+        if level_done is not None:
+            level_done()
+        if not level.ok:
+            break
+    passing = [level.sessions for level in tried if level.ok]
+    return {
+        "threshold_s": config.ttfa_threshold_s,
+        "rounds": config.capacity_rounds,
+        "levels": [asdict(level) for level in tried],
+        "max_sessions_ok": max(passing) if passing else None,
+        "stopped_early": len(tried) < len(levels(config.max_sessions)),
+    }
+
+
+def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
+    """``koe bench --only capacity``: the ladder alone, on one koe server in this process (segment cache
+    off, as in the full run), the report."""
+    started = time.monotonic()
+    settings = bench_settings()
+    report = report_head(
+        SCHEMA,
+        command,
+        {"voice": config.voice, **pace_fields(config.pace), "answer": config.answer},
+    )
+    speech = Speech.load(SpeechOptions.from_settings(settings, warmup=True))
+    with in_process_server(settings, speech) as url:
+        report["capacity"] = asyncio.run(ladder(url, config))
+    stamp_end(report, started)
+    return report

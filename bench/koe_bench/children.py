@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ import httpx
 from koe.errors import UpstreamError
 from koe.server.background import LOOPBACK
 from koe_bench.soak import free_port
+from koe_bench.tether import tethered
 
 #: A cold ``koe serve`` on a loaded 2-core machine is ready in well under this.
 READY_TIMEOUT_S = 300.0
@@ -103,24 +103,11 @@ def serving(
     command: list[str], env: dict[str, str] | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """``command`` (a ``koe serve``) on a free loopback port while inside: the process and its URL; stopped
-    with SIGTERM after."""
+    with SIGTERM after (:func:`~koe_bench.tether.tethered`)."""
     port = free_port()
-    process = subprocess.Popen(
-        [*command, "--host", LOOPBACK, "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    serve = [*command, "--host", LOOPBACK, "--port", str(port)]
+    with tethered(serve, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as process:
         yield process, f"http://{LOOPBACK}:{port}"
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 def until_ready(process: subprocess.Popen[bytes], base_url: str, started: float) -> float:

@@ -38,6 +38,7 @@ from typing import Any
 from koe.errors import ConfigError, UpstreamError
 from koe_bench import firstrequest
 from koe_bench.children import THIS_KOE, Koe, python, reap, serving, torch_installed, until_ready, vm_hwm_mb
+from koe_bench.resultfile import emit
 
 SENTENCE = "Hello there. This is koe."
 VOICE = "af_heart"
@@ -366,10 +367,7 @@ def main() -> int:
     if args.profile is not None:
         return _profiled_main([a for a in rest if a != "--"], args.profile)
     report = run(args.repeats, args.baseline_src)
-    text = json.dumps(report, indent=2)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    emit(report, args.json)
     return 0
 
 

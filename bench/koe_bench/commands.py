@@ -21,7 +21,7 @@ _stderr = Console(stderr=True)
 #: Piped output gets wide tables rather than 80 columns of wrapped cells.
 _PIPED_WIDTH = 120
 #: Scenarios that ``koe bench --only`` runs alone, each writing a report of its own.
-ALONE = ("reading", "languages", "first-audio", "agent-vs-stream", "wyoming")
+ALONE = ("reading", "languages", "first-audio", "agent-vs-stream", "wyoming", "capacity")
 
 
 def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,7 +51,8 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         help="one scenario alone: reading (the LLM-English corpus, heard by ASR), languages (streamed ja/es"
         " answers vs en), first-audio (whole and streamed texts against the peer servers), agent-vs-stream"
         " (the agent's read-aloud against /v1/stream, same text and pace; default pace 20 tokens/s), wyoming"
-        " (koe's Wyoming server against wyoming-piper)",
+        " (koe's Wyoming server against wyoming-piper), capacity (the ladder of concurrent streamed answers"
+        " alone: capacity.json)",
     )
     parser.add_argument(
         "--peer-python",
@@ -117,6 +118,8 @@ def _run_bench(args: argparse.Namespace) -> int:
         return _run_agent_vs_stream(config, pace)
     if config.only == "wyoming":
         return _run_wyoming(config)
+    if config.only == "capacity":
+        return _run_capacity(config)
     results, traces = run(config, command)
     paths = report.write(results, traces, config.out)
     report.print_tables(results, console)
@@ -165,6 +168,16 @@ def _run_agent_vs_stream(config: Any, pace: Any) -> int:
     command = " ".join(["koe", *sys.argv[1:]])
     results = agentstream.run_alone(config, command, pace or agentstream.PACE)
     return _write_alone(config, results, agentstream.JSON_NAME, agentstream.table(results))
+
+
+def _run_capacity(config: Any) -> int:
+    from koe_bench import capacity, report
+
+    results = capacity.run_alone(config, " ".join(["koe", *sys.argv[1:]]))
+    section = report.capacity_section(results["capacity"])
+    return _write_alone(
+        config, results, capacity.JSON_NAME, (section.title, section.columns, section.rows, section.notes)
+    )
 
 
 def _run_wyoming(config: Any) -> int:

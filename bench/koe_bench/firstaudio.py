@@ -28,8 +28,9 @@ from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
 from koe_bench import fastkokoro, peer
 from koe_bench.config import BenchConfig
-from koe_bench.runstamp import run_head, stamp_end
+from koe_bench.runstamp import pace_fields, report_head, stamp_end
 from koe_bench.stats import summarize_runs
+from koe_bench.tables import gaps, seconds, strategy_rows
 from koe_bench.target import bench_settings, in_process_server
 from koe_bench.turns import Clock, TurnTrace, koe_turn, stream_answer, streamed_pcm_turn
 
@@ -221,18 +222,12 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     """``koe bench --only first-audio``: koe's servers in this process, the peers beside them, the report."""
     started = time.monotonic()
     settings = bench_settings()
-    report: dict[str, Any] = {
-        "schema": SCHEMA,
-        "command": command,
-        **run_head(),
-        "config": {
-            "voice": config.voice,
-            "repeats": config.repeats,
-            "tokens_per_s": config.pace.tokens_per_s,
-            "first_token_delay_s": config.pace.first_token_delay_s,
-            "texts": {name: text for name, (text, _, _) in SCENARIOS.items()},
-        },
-    }
+    texts = {name: text for name, (text, _, _) in SCENARIOS.items()}
+    report = report_head(
+        SCHEMA,
+        command,
+        {"voice": config.voice, "repeats": config.repeats, **pace_fields(config.pace), "texts": texts},
+    )
     options = SpeechOptions.from_settings(settings, warmup=False)
     speech = Speech.load(options)
     model = locate("onnx", options.model_dir, options.download, list(options.voices)).model_bytes()
@@ -246,28 +241,24 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     return report
 
 
+def _cells(summary: Mapping[str, Any]) -> tuple[str, ...]:
+    return (
+        seconds(summary["first_audio_s"]),
+        seconds(summary.get("first_speech_s")),
+        gaps(summary["gap_count"]),
+        seconds(summary["max_gap_s"], "max"),
+        seconds(summary["audio_s"]),
+    )
+
+
 def table(report: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[str, ...]], list[str]]:
     """The run as a report table: title, columns, rows (a strategy of a scenario each), notes (medians)."""
     columns = ("scenario", "strategy", "first audio s", "first speech s", "gaps (max)", "longest gap s",
                "audio s")  # fmt: skip
-    rows: list[tuple[str, ...]] = []
-    for scenario, result in report["scenarios"].items():
-        for name, summary in result["strategies"].items():
-            speech = summary.get("first_speech_s")
-            rows.append(
-                (
-                    scenario,
-                    name,
-                    f"{summary['first_audio_s']['median']:.2f}",
-                    "—" if speech is None else f"{speech['median']:.2f}",
-                    f"{summary['gap_count']['median']:g} ({summary['gap_count']['max']:g})",
-                    f"{summary['max_gap_s']['max']:.2f}",
-                    f"{summary['audio_s']['median']:.2f}",
-                )
-            )
+    rows = strategy_rows(report["scenarios"], _cells)
     notes = [
         f"{scenario}: koe / best peer first audio {result['ratios']['koe_over_best_peer_first_audio_s']:.2f}"
         for scenario, result in report["scenarios"].items()
         if "koe_over_best_peer_first_audio_s" in result["ratios"]
     ]
-    return "9 · first audio: koe against the peer servers (medians)", columns, rows, notes
+    return "10 · first audio: koe against the peer servers (medians)", columns, rows, notes

@@ -52,7 +52,7 @@ def first_request(koe: Koe, after_s: float) -> FirstRequest:
         ready_s,
         playback.first_speech_at,
         playback.gap_count,
-        max((end - start for start, end in playback.heard_gaps), default=0.0),
+        playback.max_gap_s,
     )
 
 

@@ -31,10 +31,11 @@ from koe.settings import Settings
 from koe_bench import piper
 from koe_bench.config import BenchConfig
 from koe_bench.firstaudio import ANSWER, SENTENCE, SETTLE_S, round_order
-from koe_bench.runstamp import run_head, stamp_end
+from koe_bench.runstamp import pace_fields, report_head, stamp_end
 from koe_bench.stats import summarize_runs
+from koe_bench.tables import gaps, seconds, strategy_rows
 from koe_bench.target import bench_settings, in_process_app
-from koe_bench.turns import Clock, TurnTrace, pcm_chunk, stream_answer, writer_and_reader
+from koe_bench.turns import Clock, TurnTrace, pcm_chunk, run_turn, stream_answer
 
 SCHEMA = "koe-bench-wyoming/1"
 JSON_NAME = "wyoming.json"
@@ -112,9 +113,7 @@ async def wyoming_turn(port: int, voice: str, name: str, text: str, pace: Replay
                 elif event.type == last:
                     return
 
-        await writer_and_reader(writer, reader)
-        trace.done_at = clock.now()
-    return trace
+        return await run_turn(trace, clock, writer, reader)
 
 
 def ratios(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
@@ -213,25 +212,21 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     started = time.monotonic()
     settings = bench_settings()
     found = piper.installed(config.piper_python)
-    report: dict[str, Any] = {
-        "schema": SCHEMA,
-        "command": command,
-        **run_head(),
-        "config": {
+    report = report_head(
+        SCHEMA,
+        command,
+        {
             "voices": {KOE: config.voice, PEER: piper.VOICE},
             "repeats": config.repeats,
-            "tokens_per_s": config.pace.tokens_per_s,
-            "first_token_delay_s": config.pace.first_token_delay_s,
+            **pace_fields(config.pace),
             "texts": {name: text for name, (text, _) in SCENARIOS.items()},
-            "workers": settings.workers,
-            "threads_per_worker": settings.threads_per_worker,
+            "workers": settings.layout.workers,
+            "threads_per_worker": settings.layout.threads,
         },
-        "peer": (
-            found.versions
-            if found is not None
-            else f"not installed ({config.piper_python}): make bench-peers"
-        ),
-    }
+    )
+    report["peer"] = (
+        found.versions if found is not None else f"not installed ({config.piper_python}): make bench-peers"
+    )
     speech = Speech.load(SpeechOptions.from_settings(settings, warmup=False))
     with koe_server(settings, speech) as koe_port, _peer(config.piper_python, found) as peer_port:
         turns: dict[str, Turn] = {KOE: partial(wyoming_turn, koe_port, config.voice, KOE)}
@@ -253,27 +248,23 @@ def _peer(python: Path, found: piper.Installed | None) -> Iterator[int | None]:
         yield port
 
 
+def _cells(summary: Mapping[str, Any]) -> tuple[str, ...]:
+    return (
+        seconds(summary["first_audio_s"]),
+        seconds(summary["first_audio_after_sentence_s"]),
+        seconds(summary.get("first_speech_s")),
+        seconds(summary["total_s"]),
+        gaps(summary["gap_count"]),
+        seconds(summary["max_gap_s"], "max"),
+        seconds(summary["audio_s"]),
+    )
+
+
 def table(report: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[str, ...]], list[str]]:
     """The run as a report table: title, columns, rows (a server of a scenario each), notes (ratios)."""
     columns = ("scenario", "server", "first audio s", "after 1st sentence s", "first speech s", "end s",
                "gaps (max)", "longest gap s", "audio s")  # fmt: skip
-    rows: list[tuple[str, ...]] = []
-    for scenario, result in report["scenarios"].items():
-        for name, summary in result["strategies"].items():
-            speech = summary.get("first_speech_s")
-            rows.append(
-                (
-                    scenario,
-                    name,
-                    f"{summary['first_audio_s']['median']:.2f}",
-                    f"{summary['first_audio_after_sentence_s']['median']:.2f}",
-                    "—" if speech is None else f"{speech['median']:.2f}",
-                    f"{summary['total_s']['median']:.2f}",
-                    f"{summary['gap_count']['median']:g} ({summary['gap_count']['max']:g})",
-                    f"{summary['max_gap_s']['max']:.2f}",
-                    f"{summary['audio_s']['median']:.2f}",
-                )
-            )
+    rows = strategy_rows(report["scenarios"], _cells)
     notes = [
         f"{scenario}: koe / wyoming-piper "
         + ", ".join(f"{key.removeprefix('koe_over_peer_')} {value:.2f}" for key, value in ratios.items())

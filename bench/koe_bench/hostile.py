@@ -20,6 +20,7 @@ from websockets.exceptions import ConnectionClosed
 
 from koe.errors import UpstreamError
 from koe.server.session import CLOSE_GRACE_S
+from koe_bench.hostile_checks import SPOKEN, expect_refusal, speaks
 from koe_bench.hostile_inputs import INPUT_ACTIONS
 from koe_bench.rawclient import (
     PING,
@@ -46,7 +47,6 @@ _DEADLINE_S = 5.0
 #: How much longer than a deadline the server may take to act on it before it counts as not acting.
 _SLACK_S = 10.0
 _HUGE = "9" * 400
-_SHORT = "Hello there, this is a short answer."
 #: Bad messages sent without reading the answers: far more replies than any socket buffer holds.
 _FLOOD = 20_000
 #: The unread response at the highest rate and the slowest speed, so that its bytes fill the socket
@@ -72,33 +72,12 @@ async def _error(ws: ClientConnection, code: str) -> None:
             return
 
 
-async def _speaks(ws: ClientConnection) -> None:
-    await ws.send(json.dumps({"type": "append", "text": _SHORT}))
-    await ws.send(json.dumps({"type": "flush"}))
-    heard = 0
-    while True:
-        frame = await ws.recv()
-        if isinstance(frame, bytes):
-            heard += len(frame)
-        elif json.loads(frame)["type"] == "flushed":
-            if not heard:
-                raise UpstreamError("the session no longer speaks after a refused message")
-            return
-
-
-def _refused(response: httpx.Response, status: int, code: str) -> None:
-    body = response.json()
-    got = body["error"]["code"] if isinstance(body.get("error"), dict) else body.get("error")
-    if (response.status_code, got) != (status, code):
-        raise UpstreamError(f"expected {status} {code}, got {response.status_code} {response.text[:200]}")
-
-
 async def nested_json(base: str, http: httpx.AsyncClient) -> None:
     """30,000 levels of unclosed nesting: invalid_json, and the session speaks on."""
     async with connect(ws_url(base) + "/v1/stream") as ws:
         await ws.send('{"type": "config", "x": ' + "[" * 30_000)
         await _error(ws, "invalid_json")
-        await _speaks(ws)
+        await speaks(ws)
 
 
 async def huge_numbers(base: str, http: httpx.AsyncClient) -> None:
@@ -109,7 +88,7 @@ async def huge_numbers(base: str, http: httpx.AsyncClient) -> None:
         ("/agent/invocations", f'{{"read": "Hi.", "tokens_per_s": {_HUGE}}}'),
     ]:
         response = await http.post(base + path, content=body, headers={"Content-Type": "application/json"})
-        _refused(response, 400, "invalid_field")
+        expect_refusal(response, 400, "invalid_field")
 
 
 async def surrogates(base: str, http: httpx.AsyncClient) -> None:
@@ -199,7 +178,7 @@ async def unread_stream(base: str, http: httpx.AsyncClient) -> None:
     audio) cannot have ended by then."""
     sock = await small_socket(base)
     loop = asyncio.get_running_loop()
-    request = {"text": _SHORT * 500, "format": "pcm", "sample_rate": _UNREAD_RATE, "speed": _UNREAD_SPEED}
+    request = {"text": SPOKEN * 500, "format": "pcm", "sample_rate": _UNREAD_RATE, "speed": _UNREAD_SPEED}
     body = json.dumps(request)
     await loop.sock_sendall(
         sock,
@@ -248,7 +227,7 @@ async def empty_flushes(base: str, http: httpx.AsyncClient) -> None:
             refused = message["type"] == "error" and message["code"] == "too_many_turns"
             if message["type"] != "flushed" and not refused:
                 raise UpstreamError(f"an empty turn got {message}")
-        await _speaks(ws)
+        await speaks(ws)
 
 
 async def idle_unflushed(base: str, http: httpx.AsyncClient) -> None:

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from urllib.parse import quote
 
 import httpx
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 
 from koe.errors import UpstreamError
 from koe.server.connections import MAX_FRAGMENTS_PER_MESSAGE
 from koe.wire.fields import MAX_REQUEST_ID_CHARS
+from koe_bench.hostile_checks import SPOKEN, expect_refusal, speaks
 from koe_bench.rawclient import (
     CONTINUATION,
     TEXT,
@@ -48,77 +50,53 @@ LONG_NUMBERS = {
     # no currency symbol: the money rule once read a run like this in quadratic time
     "zf_xiaobei": (f"号码是{'5' * 4400}。", "好的。"),
 }
-_SPOKEN = "Hello there, this is a short answer."
-
-
-async def _speaks(ws: ClientConnection, text: str = _SPOKEN) -> None:
-    """A turn of ``text`` heard to its end, with audio."""
-    await ws.send(json.dumps({"type": "append", "text": text}))
-    await ws.send(json.dumps({"type": "flush"}))
-    heard = 0
-    while True:
-        frame = await ws.recv()
-        if isinstance(frame, bytes):
-            heard += len(frame)
-        elif (message := json.loads(frame))["type"] == "error":
-            raise UpstreamError(f"a turn after an attack got {message}")
-        elif message["type"] == "flushed":
-            if not heard:
-                raise UpstreamError("a turn after an attack ended without audio")
-            return
 
 
 async def _session_speaks(base: str) -> None:
     async with connect(ws_url(base) + "/v1/stream") as ws:
-        await _speaks(ws)
+        await speaks(ws)
 
 
-def _code(response: httpx.Response) -> str:
-    """koe's error code in whichever shape the route answers: Deepgram's, OpenAI's or koe's own."""
-    body = response.json()
-    if "err_code" in body:
-        return str(body["err_code"])
-    error = body.get("error")
-    return str(error["code"] if isinstance(error, dict) else error)
-
-
-def _expect(response: httpx.Response, status: int, code: str) -> None:
-    if response.status_code != status or _code(response) != code:
-        raise UpstreamError(f"expected {status} {code}, got {response.status_code} {response.text[:200]}")
+async def _closed_with(
+    base: str, expected: int, what: str, frames: Callable[[bytes], bytes], extra: str = ""
+) -> None:
+    """A raw WebSocket (``extra`` lines in its upgrade) is sent ``frames(answer)``, given the server's answer
+    to the upgrade (raising where that answer is wrong): the server must close it with ``expected``, and a
+    new session must speak."""
+    reader, writer, answer = await raw_websocket(base, extra=extra)
+    try:
+        writer.write(frames(answer))
+        code = close_code(await closed_within(reader, _ANSWER_WITHIN_S))
+    finally:
+        writer.transport.abort()
+    if code != expected:
+        raise UpstreamError(f"expected close {expected} for {what}, got {code}")
+    await _session_speaks(base)
 
 
 async def compressed_frame(base: str, http: httpx.AsyncClient) -> None:
     """A permessage-deflate offer is declined, and a frame compressed anyway (RSV1: a 100 KB deflate bomb in
     a hundred bytes) is a protocol error, closed 1002 without being inflated."""
-    reader, writer, answer = await raw_websocket(
-        base, extra="Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
-    )
-    try:
+
+    def bomb(answer: bytes) -> bytes:
         if b"permessage-deflate" in answer.lower():
             raise UpstreamError("the server negotiated permessage-deflate")
         squeeze = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate, as the extension frames it
-        bomb = squeeze.compress(b"\0" * 100_000) + squeeze.flush(zlib.Z_SYNC_FLUSH)[:-4]
-        writer.write(client_frame(TEXT, bomb, rsv1=True))
-        code = close_code(await closed_within(reader, _ANSWER_WITHIN_S))
-    finally:
-        writer.transport.abort()
-    if code != _PROTOCOL_ERROR:
-        raise UpstreamError(f"expected close {_PROTOCOL_ERROR} for a compressed frame, got {code}")
-    await _session_speaks(base)
+        deflated = squeeze.compress(b"\0" * 100_000) + squeeze.flush(zlib.Z_SYNC_FLUSH)[:-4]
+        return client_frame(TEXT, deflated, rsv1=True)
+
+    offer = "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+    await _closed_with(base, _PROTOCOL_ERROR, "a compressed frame", bomb, extra=offer)
 
 
 async def empty_fragments(base: str, http: httpx.AsyncClient) -> None:
     """A text message continued by twice as many empty fragments as one may have: closed 1009."""
-    reader, writer, _ = await raw_websocket(base)
-    try:
-        writer.write(client_frame(TEXT, b"{", fin=False))
-        writer.write(client_frame(CONTINUATION, b"", fin=False) * (2 * MAX_FRAGMENTS_PER_MESSAGE))
-        code = close_code(await closed_within(reader, _ANSWER_WITHIN_S))
-    finally:
-        writer.transport.abort()
-    if code != _TOO_BIG:
-        raise UpstreamError(f"expected close {_TOO_BIG} for endless fragments, got {code}")
-    await _session_speaks(base)
+
+    def fragments(answer: bytes) -> bytes:
+        empty = client_frame(CONTINUATION, b"", fin=False)
+        return client_frame(TEXT, b"{", fin=False) + empty * (2 * MAX_FRAGMENTS_PER_MESSAGE)
+
+    await _closed_with(base, _TOO_BIG, "endless fragments", fragments)
 
 
 async def long_numbers(base: str, http: httpx.AsyncClient) -> None:
@@ -134,7 +112,7 @@ async def long_numbers(base: str, http: httpx.AsyncClient) -> None:
             await ws.send(json.dumps({"type": "cancel"}))
             while isinstance(frame := await ws.recv(), bytes) or json.loads(frame)["type"] != "cancelled":
                 pass
-            await _speaks(ws, then)
+            await speaks(ws, then)
 
 
 #: Deepgram REST queries whose ``model`` no header can carry, or whose ``sample_rate`` passes
@@ -151,8 +129,10 @@ _DEEPGRAM_QUERIES = (
 async def deepgram_queries(base: str, http: httpx.AsyncClient) -> None:
     """Each query 400 invalid_field before any synthesis; then the route speaks."""
     for query in _DEEPGRAM_QUERIES:
-        _expect(await http.post(f"{base}/v1/speak?{query}", json={"text": "Hi."}), 400, "invalid_field")
-    spoken = await http.post(f"{base}/v1/speak?encoding=linear16", json={"text": _SPOKEN})
+        expect_refusal(
+            await http.post(f"{base}/v1/speak?{query}", json={"text": "Hi."}), 400, "invalid_field"
+        )
+    spoken = await http.post(f"{base}/v1/speak?encoding=linear16", json={"text": SPOKEN})
     if spoken.status_code != 200 or not spoken.content:
         raise UpstreamError(f"/v1/speak answered {spoken.status_code} after the refusals")
 
@@ -161,10 +141,10 @@ async def long_request_id(base: str, http: httpx.AsyncClient) -> None:
     """A request id one character over the bound on ``/invocations``: 400 invalid_message, nothing echoed;
     then one at the bound is spoken."""
     for chars, status in ((MAX_REQUEST_ID_CHARS + 1, 400), (MAX_REQUEST_ID_CHARS, 200)):
-        body = {"text": _SPOKEN, "format": "pcm", "request_id": "r" * chars}
+        body = {"text": SPOKEN, "format": "pcm", "request_id": "r" * chars}
         response = await http.post(base + "/invocations", json=body)
         if status == 400:
-            _expect(response, 400, "invalid_message")
+            expect_refusal(response, 400, "invalid_message")
         elif response.status_code != 200 or not response.content:
             raise UpstreamError(f"/invocations answered {response.status_code} to a bounded request id")
 
@@ -176,7 +156,7 @@ async def foreign_media(base: str, http: httpx.AsyncClient) -> None:
             response = await http.post(
                 base + path, content=b"text=Hello+there.", headers={"Content-Type": media_type}
             )
-            _expect(response, 415, "unsupported_media_type")
+            expect_refusal(response, 415, "unsupported_media_type")
     await _session_speaks(base)
 
 
@@ -185,7 +165,7 @@ async def encoded_key_names(base: str, http: httpx.AsyncClient) -> None:
     opens and speaks; the soak checks that the key never reached the log."""
     for name in ("api%5Fkey", "%61pi_key"):
         async with connect(f"{ws_url(base)}/v1/stream?{name}={KEY_MARKER}") as ws:
-            await _speaks(ws)
+            await speaks(ws)
 
 
 async def forged_log_line(base: str, http: httpx.AsyncClient) -> None:

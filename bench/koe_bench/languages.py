@@ -19,8 +19,9 @@ from typing import Any
 from koe.agent.replay import tokenize
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe_bench.config import BenchConfig
-from koe_bench.runstamp import run_head, stamp_end
+from koe_bench.runstamp import pace_fields, report_head, stamp_end
 from koe_bench.stats import summarize_runs
+from koe_bench.tables import seconds
 from koe_bench.target import bench_settings, in_process_server
 from koe_bench.turns import TurnTrace, batch_turn, koe_turn
 
@@ -118,14 +119,13 @@ def table(result: Mapping[str, Any]) -> tuple[str, tuple[str, ...], list[tuple[s
     rows: list[tuple[str, ...]] = []
     for lang, entry in result.items():
         koe, batch = entry["strategies"]["koe"], entry["strategies"]["batch"]
-        after = koe.get("first_audio_after_sentence_s")
         rows.append(
             (
                 lang,
                 entry["voice"],
-                f"{koe['first_audio_s']['median']:.2f}",
-                "—" if after is None else f"{after['median']:.2f}",
-                f"{batch['first_audio_s']['median']:.2f}",
+                seconds(koe["first_audio_s"]),
+                seconds(koe.get("first_audio_after_sentence_s")),
+                seconds(batch["first_audio_s"]),
                 f"{entry['batch_over_koe_first_audio']:.1f}×",
                 f"{koe['gap_count']['median']:g}",
                 f"{entry['audio_s_per_char']:.3f}",
@@ -142,19 +142,17 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     """This scenario alone (``koe bench --only languages``): a server in this process, the JSON report."""
     started = time.monotonic()
     settings = bench_settings()
-    report: dict[str, Any] = {
-        "schema": SCHEMA,
-        "command": command,
-        "quick": config.quick,
-        **run_head(),
-        "config": {
-            "tokens_per_s": config.pace.tokens_per_s,
-            "first_token_delay_s": config.pace.first_token_delay_s,
+    report = report_head(
+        SCHEMA,
+        command,
+        {
+            **pace_fields(config.pace),
             "repeats": config.repeats,
-            "workers": settings.workers,
-            "threads_per_worker": settings.threads_per_worker,
+            "workers": settings.layout.workers,
+            "threads_per_worker": settings.layout.threads,
         },
-    }
+        quick=config.quick,
+    )
     speech = Speech.load(SpeechOptions.from_settings(settings, warmup=False))
     with in_process_server(settings, speech) as url:
         report["languages"] = asyncio.run(measure(config, url, lambda: None))

@@ -33,6 +33,7 @@ from koe.errors import UpstreamError
 from koe.pipeline.precache import BUILTIN_OPENERS
 from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
+from koe_bench.resultfile import emit
 from koe_bench.stats import summarize
 from koe_bench.target import bench_settings, in_process_server
 from koe_bench.turns import TurnTrace, koe_turn
@@ -184,10 +185,7 @@ def main() -> int:
         report = asyncio.run(_turns(urls, ReplayPace(), args.voice, args.rounds, lambda: None))
     report |= {"rounds": args.rounds, "voice": args.voice, "cpus": os.cpu_count()}
     report |= {"load_avg_1m": load_avg, "load_avg_1m_end": os.getloadavg()[0]}
-    text = json.dumps(report, indent=2)
-    if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+    emit(report, args.json)
     return 0
 
 

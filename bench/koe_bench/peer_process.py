@@ -1,5 +1,6 @@
 """A peer server (fastkokoro, wyoming-piper) as a subprocess of the benchmark, its output kept in a log whose
-tail explains a failed start, and stopped however the block ends."""
+tail explains a failed start, and stopped however the block or the benchmark ends (:mod:`koe_bench.tether`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from koe.errors import UpstreamError
+from koe_bench.tether import tethered
 
 #: How long a peer has to exit after SIGTERM before it is killed.
 STOP_TIMEOUT_S = 10.0
@@ -38,14 +40,10 @@ def peer_process(
     program = Path(command[0])
     if len(program.parts) > 1:  # a path such as .venv-peers/bin/python: relative to here, not to ``home``
         command = [str(program.absolute()), *command[1:]]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            yield PeerProcess(process, log_path)
-        finally:
-            process.terminate()
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with (
+        log_path.open("wb") as log,
+        tethered(
+            command, env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, stop_timeout_s=STOP_TIMEOUT_S
+        ) as process,
+    ):
+        yield PeerProcess(process, log_path)

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from koe_bench import coldstart, firstaudio, languages, openers, plots
+from koe_bench.tables import seconds
 from koe_bench.turns import TurnTrace
 
 JSON_NAME = "bench.json"
@@ -82,7 +83,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         agent,
         peer,
         _barge_in(scenarios["barge_in"]),
-        _capacity(scenarios["capacity"]),
+        capacity_section(scenarios["capacity"]),
         reading_section(scenarios["reading"]),
         *extra,
         _engine(report),
@@ -97,12 +98,12 @@ def _strategies(strategies: Mapping[str, Any], title: str) -> Section:
         section.rows.append(
             (
                 name,
-                _s(row["first_audio_s"]),
-                _s(row.get("first_audio_after_sentence_s")),
-                _s(row["total_s"]),
+                seconds(row["first_audio_s"]),
+                seconds(row.get("first_audio_after_sentence_s")),
+                seconds(row["total_s"]),
                 f"{row['gap_count']['median']:g}",
-                _s(row["gap_total_s"]),
-                _s(row["max_gap_s"]),
+                seconds(row["gap_total_s"]),
+                seconds(row["max_gap_s"]),
             )
         )
     return section
@@ -121,7 +122,7 @@ def _barge_in(barge: Mapping[str, Any]) -> Section:
     return section
 
 
-def _capacity(capacity: Mapping[str, Any]) -> Section:
+def capacity_section(capacity: Mapping[str, Any]) -> Section:
     section = Section(
         f"4 · capacity (threshold {capacity['threshold_s']:g} s on first sentence → first audio; a level "
         "passes when most of its rounds do)",
@@ -141,8 +142,8 @@ def _capacity(capacity: Mapping[str, Any]) -> Section:
         section.rows.append(
             (
                 str(level["sessions"]),
-                _s(first),
-                _s(first, "p95" if first["p95"] is not None else "max"),
+                seconds(first),
+                seconds(first, "p95" if first["p95"] is not None else "max"),
                 str(level["gap_count"]),
                 f"{level['gap_total_s']:.2f}",
                 "—" if level["rtf"] is None else f"{level['rtf']:.2f}",
@@ -249,12 +250,6 @@ def _markdown(tables: list[Section]) -> str:
         lines += ["| " + " | ".join(row) + " |" for row in section.rows]
         lines += ["", *(f"{note}  " for note in section.notes), ""]
     return "\n".join(lines)
-
-
-def _s(summary: Mapping[str, Any] | None, key: str = "median") -> str:
-    if summary is None or summary.get(key) is None:
-        return "—"
-    return f"{summary[key]:.2f}"
 
 
 def _mb(value: float | None) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import platform
 import sys
 import tempfile
@@ -17,7 +16,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, replace
-from datetime import UTC, datetime
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
@@ -35,6 +33,7 @@ from koe.pipeline.speech import Speech, SpeechOptions
 from koe.settings import Settings
 from koe_bench import bargein, capacity, coldstart, engine, firstaudio, languages, openers, peer, reading
 from koe_bench.config import ANSWER, BenchConfig
+from koe_bench.runstamp import pace_fields, run_head, stamp_end
 from koe_bench.stats import Summary, summarize, summarize_runs, worst_case
 from koe_bench.target import bench_settings, in_process_server, wait_ready
 from koe_bench.turns import STRATEGIES, TURNS, TurnTrace, koe_turn
@@ -153,26 +152,10 @@ async def _barge_in(config: BenchConfig, url: str, steps: _Steps) -> dict[str, A
 
 
 async def _capacity(config: BenchConfig, url: str, steps: _Steps) -> dict[str, Any]:
-    counts = capacity.levels(config.max_sessions)
-    step = steps.add("4 capacity (N sessions)", len(counts))
-    levels: list[capacity.Level] = []
-    for n in counts:
-        level, _ = await capacity.run_level(
-            url, n, config.answer, config.pace, config.voice, config.ttfa_threshold_s, config.capacity_rounds
-        )
-        levels.append(level)
-        step()
-        if not level.ok:
-            step.stop()
-            break
-    passing = [lv.sessions for lv in levels if lv.ok]
-    return {
-        "threshold_s": config.ttfa_threshold_s,
-        "rounds": config.capacity_rounds,
-        "levels": [asdict(lv) for lv in levels],
-        "max_sessions_ok": max(passing) if passing else None,
-        "stopped_early": len(levels) < len(counts),
-    }
+    step = steps.add("4 capacity (N sessions)", len(capacity.levels(config.max_sessions)))
+    result = await capacity.ladder(url, config, step)
+    step.stop()
+    return result
 
 
 async def _reading(config: BenchConfig, url: str, steps: _Steps) -> dict[str, Any]:
@@ -232,14 +215,16 @@ def _targets(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _machine() -> dict[str, Any]:
-    return {
-        "cpus": os.cpu_count(),
-        "load_avg_1m": os.getloadavg()[0],
+def _run_head() -> dict[str, Any]:
+    """The :func:`~koe_bench.runstamp.run_head`, its machine also naming what the full run's figures
+    depend on beyond the cores: the platform, Python and onnxruntime."""
+    head = run_head()
+    head["machine"] |= {
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "onnxruntime": version("onnxruntime"),
     }
+    return head
 
 
 async def _serve_and_measure(
@@ -342,19 +327,17 @@ def run(config: BenchConfig, command: str) -> tuple[dict[str, Any], dict[str, Tu
         "schema": SCHEMA,
         "command": command,
         "quick": config.quick,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": _machine(),
+        **_run_head(),
         "target": {
             "url": config.url,
             "in_process": config.url is None,
-            "workers": settings.workers if config.url is None else None,
-            "threads_per_worker": settings.threads_per_worker if config.url is None else None,
+            "workers": settings.layout.workers if config.url is None else None,
+            "threads_per_worker": settings.layout.threads if config.url is None else None,
         },
         "config": {
             "answer": config.answer,
             "answer_words": len(config.answer.split()),
-            "tokens_per_s": config.pace.tokens_per_s,
-            "first_token_delay_s": config.pace.first_token_delay_s,
+            **pace_fields(config.pace),
             "voice": config.voice,
             "repeats": config.repeats,
             "barge_ins": config.barge_ins,
@@ -373,6 +356,5 @@ def run(config: BenchConfig, command: str) -> tuple[dict[str, Any], dict[str, Tu
         report["rss_mb"]["with_kokoro_onnx"] = engine.rss_mb()
         traces = asyncio.run(_serve_and_measure(config, settings, speech, kokoro, Path(workdir), report))
     report["targets"] = _targets(report)
-    report["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
-    report["elapsed_s"] = time.monotonic() - started
+    stamp_end(report, started)
     return report, traces

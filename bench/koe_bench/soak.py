@@ -24,7 +24,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -38,6 +38,7 @@ from koe.server.background import LOOPBACK
 from koe_bench.hostile import HOSTILE_ACTIONS, LONG_ACTIONS, Action
 from koe_bench.hostile_inputs import LONG_NUMBERS, log_findings
 from koe_bench.target import wait_ready
+from koe_bench.tether import tethered
 
 #: Short texts: the soak exercises session churn and every code path, not synthesis throughput.
 _SHORT = "Hi there, this is a short answer."
@@ -416,26 +417,15 @@ def server_process(
     extra_env: dict[str, str] | None = None, log: Path | None = None
 ) -> Iterator[tuple[str, int]]:
     """``koe serve`` on a free loopback port in a subprocess, its output into ``log`` if given; yields its
-    base URL and pid once ready."""
+    base URL and pid once ready. Stopped after, and on SIGTERM or SIGKILL to this process
+    (:func:`~koe_bench.tether.tethered`)."""
     port = free_port()
     command = [sys.executable, "-m", "koe.cli", "serve", "--host", LOOPBACK, "--port", str(port)]
-    sink = log.open("wb") if log is not None else None
-    process = subprocess.Popen(
-        command,
-        env={**os.environ, **(extra_env or {})},
-        stdout=sink,
-        stderr=subprocess.STDOUT if sink else None,
-    )
-    try:
+    env = {**os.environ, **(extra_env or {})}
+    with (
+        log.open("wb") if log is not None else nullcontext() as sink,
+        tethered(command, env=env, stdout=sink, stderr=subprocess.STDOUT if sink else None) as process,
+    ):
         base_url = f"http://{LOOPBACK}:{port}"
         wait_ready(base_url, alive=lambda: process.poll() is None)
         yield base_url, process.pid
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if sink is not None:
-            sink.close()

@@ -17,6 +17,7 @@ import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,8 +203,7 @@ async def batch_turn(base_url: str, answer: str, pace: ReplayPace, voice: str) -
 async def aws_sample_turn(base_url: str, answer: str, pace: ReplayPace, voice: str) -> TurnTrace:
     """One AWS-sample message per complete sentence; each message's audio plays once all of it is made."""
     trace = TurnTrace("aws_sample")
-    client = await connect(stream_url(base_url, voice=voice))
-    try:
+    async with aclosing(await connect(stream_url(base_url, voice=voice))) as client:
         clock = Clock()
         pending = ""
         sent = 0
@@ -249,11 +249,7 @@ async def aws_sample_turn(base_url: str, answer: str, pace: ReplayPace, voice: s
             finally:
                 incoming.cancel()
 
-        await writer_and_reader(writer, reader)
-        trace.done_at = clock.now()
-    finally:
-        await client.aclose()
-    return trace
+        return await run_turn(trace, clock, writer, reader)
 
 
 async def koe_turn(
@@ -262,8 +258,7 @@ async def koe_turn(
     """``append`` per token and ``flush``; ``pace=None`` appends the whole answer at once. ``strategy``
     names the trace (the same client against a server with other settings)."""
     trace = TurnTrace(strategy)
-    client = await connect(stream_url(base_url, voice=voice))
-    try:
+    async with aclosing(await connect(stream_url(base_url, voice=voice))) as client:
         clock = Clock()
 
         async def writer() -> None:
@@ -288,21 +283,22 @@ async def koe_turn(
                 elif isinstance(message, Error):
                     raise UpstreamError(f"the server answered {message.code}: {message.message}")
 
-        await writer_and_reader(writer, reader)
-        trace.done_at = clock.now()
-    finally:
-        await client.aclose()
-    return trace
+        return await run_turn(trace, clock, writer, reader)
 
 
-async def writer_and_reader(
+async def run_turn(
+    trace: TurnTrace,
+    clock: Clock,
     writer: Callable[[], Coroutine[Any, Any, None]],
     reader: Callable[[asyncio.Task[None]], Coroutine[Any, Any, None]],
-) -> None:
-    """Run both halves of a turn; a failure of either cancels the other; bounded by TURN_TIMEOUT_S."""
+) -> TurnTrace:
+    """Run both halves of a turn, then note its end in ``trace`` on ``clock``; a failure of either half
+    cancels the other; bounded by :data:`TURN_TIMEOUT_S`."""
     async with asyncio.timeout(TURN_TIMEOUT_S), asyncio.TaskGroup() as tg:
         writing = tg.create_task(writer())
         tg.create_task(reader(writing))
+    trace.done_at = clock.now()
+    return trace
 
 
 TURNS: dict[str, Callable[[str, str, ReplayPace, str], Awaitable[TurnTrace]]] = {
