@@ -26,7 +26,7 @@ class EngineOptions:
     device: str | None = None  # torch: "cpu", "cuda", "cuda:N"; None picks CUDA when there is one
     max_batch: int | None = None  # torch: None keeps the engine's default
     #: ONNX Runtime's intra-op threads spin between operators; off where the engine's threads outnumber the
-    #: cores (Settings: workers × threads_per_worker), so that no spinning thread holds a core another needs
+    #: cores (:attr:`koe.settings.Settings.layout`), so that no spinning thread holds a core another needs
     spin: bool = True
 
     def __post_init__(self) -> None:
