@@ -137,6 +137,10 @@ WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 # `make check`: the tests that need no model, browser, ASR or GPU and are not slow
 FAST_TESTS := not model and not browser and not asr and not gpu and not slow and not bench_smoke
 
+# The modules that mark tests `serial` (their text says `mark.serial`): the serial pass collects only these,
+# since collecting every module costs seconds of CPU for a handful of tests.
+SERIAL_MODULES = $(shell grep -rl --include='test_*.py' 'mark\.serial' tests)
+
 # The tests selected by the marker expression $(1) (empty: all of them), in two passes: all but the `serial`
 # ones spread over the workers, a module to a worker (its module-scoped server, say, is started once), then
 # the `serial` ones, which bound their own wall time, alone. Both passes run; the first failure's status is
@@ -144,7 +148,7 @@ FAST_TESTS := not model and not browser and not asr and not gpu and not slow and
 # so that a CI log says where the time goes.
 define pytest_passes
 	$(BIN)/pytest -n $(WORKERS) --dist loadscope --durations=40 -m "not serial$(if $(1), and ($(1)))"; parallel=$$?; \
-	$(BIN)/pytest -m "serial$(if $(1), and ($(1)))"; serial=$$?; \
+	$(BIN)/pytest -m "serial$(if $(1), and ($(1)))" $(SERIAL_MODULES); serial=$$?; \
 	for status in $$parallel $$serial; do \
 	  if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured"; fi; \
 	  if [ $$status -ne 0 ]; then exit $$status; fi; \

@@ -5,6 +5,7 @@ protocol, sessions, turns, the scheduler and admission use a server on the scrip
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,14 @@ from support import Transcriber
 from support.fake import FakeEngine, fake_speech
 from support.warm import warm_app
 from support.workers import one_worker_at_a_time
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """OpenMP's threads (torch's) spin after each parallel region by default, holding their core while
+    another worker's threads wait for it: here they wait passively, in this process and the ones it starts.
+    Runs before any test module imports torch (OpenMP reads the setting when it is loaded); a value already
+    set is kept."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture(scope="session")

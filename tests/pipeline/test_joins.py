@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from koe.engine.base import SynthesisRequest
 from koe.engine.timing import FRAME_SAMPLES, SegmentTiming
@@ -26,8 +27,16 @@ def _silences_ms(audio: Audio) -> list[int]:
     return [25 * len(list(run)) for silent, run in itertools.groupby(quiet) if silent]
 
 
+@pytest.fixture(scope="module")
+def whole(speech: Speech) -> Audio:
+    """The text decoded in one utterance, as Kokoro speaks it (both tests compare with it; a decode costs
+    seconds)."""
+    (phonemes,) = speech.phonemize(TEXT)
+    return speech.engine.synthesize(SynthesisRequest(phonemes, speech.voices.resolve("af_heart")))
+
+
 def test_segments_join_with_the_pauses_of_whole_text_synthesis(
-    speech: Speech, transcribe: Transcriber
+    speech: Speech, transcribe: Transcriber, whole: Audio
 ) -> None:
     segmenter = Segmenter()
     segments = [*segmenter.feed(TEXT), *segmenter.flush()]
@@ -39,9 +48,6 @@ def test_segments_join_with_the_pauses_of_whole_text_synthesis(
         decode.open()
         parts.append(decode.next_audio())
     joined = np.concatenate(parts)
-    style = speech.voices.resolve("af_heart")
-    (phonemes,) = speech.phonemize(TEXT)
-    whole = speech.engine.synthesize(SynthesisRequest(phonemes, style))
     joined_pauses, whole_pauses = _silences_ms(joined), _silences_ms(whole)
     assert max(joined_pauses) <= max(whole_pauses) + 100  # no join pauses longer than whole text's
     assert joined_pauses[0] < whole_pauses[0]  # and the leading silence before the first word is cut
@@ -50,11 +56,10 @@ def test_segments_join_with_the_pauses_of_whole_text_synthesis(
 
 
 def test_whole_text_synthesis_speaks_consecutive_sentences_as_one_utterance(
-    speech: Speech, transcribe: Transcriber
+    speech: Speech, transcribe: Transcriber, whole: Audio
 ) -> None:
     style = speech.voices.resolve("af_heart")
     (phonemes,) = speech.phonemize(TEXT)
-    whole = speech.engine.synthesize(SynthesisRequest(phonemes, style))
     timing = next(speech.engine.stream(SynthesisRequest(phonemes, style)))
     assert isinstance(timing, SegmentTiming)
     kept = trim(timing)

@@ -147,9 +147,13 @@ def test_ping_says_shutting_down_not_loading_once_the_server_has_closed(serve_fa
 
 
 def _fake_serve(log: Path) -> AbstractContextManager[tuple[subprocess.Popen[bytes], str]]:
-    # no segment cache: the undisturbed request would store its segments and the drained one replay them
-    # (a windowed first segment is replayed without the silence that covered its decoding)
-    settings = {"KOE_SHUTDOWN_GRACE_S": str(GRACE_S), "KOE_SEGMENT_CACHE_MB": "0"}
+    # no segment cache: the undisturbed request would store its segments and the drained one replay them;
+    # no windows: each window would be an engine call of its own
+    settings = {
+        "KOE_SHUTDOWN_GRACE_S": str(GRACE_S),
+        "KOE_SEGMENT_CACHE_MB": "0",
+        "KOE_WINDOWED_FIRST": "false",
+    }
     return fake_serve_process(log, delay_s=ENGINE_CALL_S, settings=settings)
 
 

@@ -149,7 +149,8 @@ def test_a_session_quiet_with_nothing_being_spoken_is_closed_at_the_idle_timeout
 @pytest.mark.slow
 def test_a_session_listening_to_a_long_turn_is_not_idle(serve_fake: ServerFactory) -> None:
     text = " ".join(f"Sentence {n} takes the slow engine a while." for n in range(6))
-    with serve_fake(engine=FakeEngine(delay_s=0.4), idle_timeout_s=0.3) as live:  # each segment > the timeout
+    # each segment one engine call (none in windows), and each call > the timeout
+    with serve_fake(engine=FakeEngine(delay_s=0.4, windowed=False), idle_timeout_s=0.3) as live:
         events, code = run(
             lambda: closed_with(live, "/v1/stream", [{"type": "append", "text": text}, {"type": "flush"}])
         )

@@ -43,8 +43,9 @@ def test_every_run_releases_the_cpu_arena_whatever_cancels_it(cancel: threading.
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="RSS is read from Linux's /proc")
 def test_rss_after_a_long_whole_decode_returns_to_what_it_was(speech: Speech) -> None:
-    # a fresh engine: the shared one's arena may already hold an earlier test's longest run
-    engine = OnnxEngine(packaged_model_bytes(), OnnxOptions(threads=2))
+    # a fresh engine: the shared one's arena may already hold an earlier test's longest run; its threads do
+    # not spin between operators, since another test worker shares the cores
+    engine = OnnxEngine(packaged_model_bytes(), OnnxOptions(threads=2, spin=False))
     fresh = speech.with_engine(engine)
     fresh.synthesize("Hello there.")  # a short run: the sessions' one-time allocations
     before = _rss_mb()
