@@ -25,6 +25,7 @@ from koe.errors import AssetError, UpstreamError
 from koe.g2p.registry import G2PRegistry
 from koe.pipeline import speech as speech_module
 from koe.pipeline.speech import Speech
+from koe.server import measurement
 from koe.server.measurement import TIMED
 from koe.server.runtime import load_in_background, load_proven
 from koe.settings import Settings
@@ -82,6 +83,7 @@ def test_a_first_start_is_ready_once_proven_then_measures_its_costs_while_idle_a
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KOE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(measurement, "QUIET_S", 0.02)  # the production quiet time, shortened
     held = threading.Event()
     engine = FakeEngine(gate=held)  # every decode waits: readiness must need none
     loading: Future[Speech] = Future()
