@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import signal
@@ -77,6 +78,25 @@ def test_a_model_already_loading_when_the_server_starts_is_the_one_it_serves() -
         body = {"text": "Hi.", "format": "pcm"}
         pcm = httpx.post(live.http_url + "/invocations", json=body, timeout=WAIT_S)
         assert pcm.status_code == 200 and len(pcm.content) == fake_speech().synthesize("Hi.").size * 2
+
+
+def test_a_model_the_server_loaded_is_out_of_the_collectors_sight_once_ready_one_handed_in_is_not() -> None:
+    """What the load left is frozen (``gc.get_objects`` no longer lists it), so the collector's oldest
+    generation stops walking it; a caller's model (tests, benchmarks in process) stays the caller's."""
+    settings = Settings(host=LOOPBACK, port=0)
+    gc.unfreeze()
+    try:
+        handed_in = fake_speech()
+        with run_server(create_app(settings, handed_in), settings):
+            assert any(tracked is handed_in.voices for tracked in gc.get_objects())
+        loading: Future[Speech] = Future()
+        loaded = fake_speech()
+        loading.set_result(loaded)
+        with run_server(warm_app(settings, loading=loading), settings):
+            assert gc.get_freeze_count() > 0
+            assert not any(tracked is loaded.voices for tracked in gc.get_objects())
+    finally:
+        gc.unfreeze()
 
 
 def test_a_first_start_is_ready_once_proven_then_measures_its_costs_while_idle_and_a_later_start_reads_them(

@@ -34,7 +34,7 @@ from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.measurement import TIMED, CostMeasurement
 from koe.server.metrics import Metrics
 from koe.server.voices import openai_voices
-from koe.server.warmup import import_first_use_modules, prove, prove_engine
+from koe.server.warmup import freeze_loaded_objects, import_first_use_modules, prove, prove_engine
 from koe.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -188,6 +188,8 @@ class Runtime:
         logger.info(
             "ready in %.1f s (%s): %s", time.perf_counter() - started, speech.engine.description, cost
         )
+        if self._given is None:  # a model handed in belongs to a caller (tests, benchmarks): theirs to keep
+            freeze_loaded_objects()
         return Synthesizer(
             speech,
             self.scheduler,

@@ -8,11 +8,13 @@ fast that path is on this machine is not part of the proof: :mod:`koe.server.mea
 
 Before the proof, the modules a first request of some kind would import are imported
 (:func:`import_first_use_modules`): an import holds the interpreter, so one made by a request stalls every
-session's event loop for as long as it takes.
+session's event loop for as long as it takes. After it, what the load left is put out of the garbage
+collector's sight (:func:`freeze_loaded_objects`), for the same reason.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import logging
@@ -77,3 +79,16 @@ def prove(speech: Speech, voice: str, engine_proven: bool = False) -> None:
         prove_engine(speech.engine, speech.voices, voice)
     if not speech.phonemize(PROOF, speech.voice(voice).lang):
         raise SynthesisError(f"the G2P read nothing speakable in {PROOF!r}")
+
+
+def freeze_loaded_objects() -> None:
+    """Move every object alive now out of the garbage collector's sight (``gc.freeze``), after collecting
+    what is already garbage so that none of it is kept for good.
+
+    A process that has loaded the model and every language's G2P holds some 290,000 tracked objects
+    (dictionaries, spaCy's and the G2P's models), all of which live as long as the process. Each run of the
+    collector's oldest generation walks them all, tens of milliseconds with the interpreter held: a stall of
+    every session's event loop, ``/ping`` included, at moments no request chose. Frozen, they are never
+    walked again; the collector's work is what serving allocates."""
+    gc.collect()
+    gc.freeze()
