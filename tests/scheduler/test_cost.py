@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from koe.scheduler.cost import LinearCost, SegmentCost
+from koe.scheduler.cost import SEGMENT_LEARNING_RATE, SEGMENT_SLOWDOWN_RATE, LinearCost, SegmentCost
 
 
 def test_a_linear_cost_is_fitted_from_two_sizes_and_follows_the_load() -> None:
@@ -26,6 +26,19 @@ def test_a_linear_cost_needs_two_sizes_and_sane_values() -> None:
         LinearCost(0.1, 0.0)
     with pytest.raises(ValueError, match="learning_rate"):
         LinearCost(0.1, 0.1, learning_rate=0)
+    with pytest.raises(ValueError, match="slowdown_rate"):
+        LinearCost(0.1, 0.1, slowdown_rate=1.5)
+
+
+def test_a_slowdown_is_believed_at_its_own_rate_a_speedup_at_the_learning_rate() -> None:
+    cost = LinearCost(0.1, 0.01, learning_rate=0.2, slowdown_rate=0.6)
+    cost.observe(10, 3 * 0.2)  # three times slower than predicted
+    assert cost.scale == pytest.approx(1 + 0.6 * 2)
+    cost.observe(10, 1 * 0.2)  # back to the fitted speed
+    assert cost.scale == pytest.approx(2.2 + 0.2 * (1 - 2.2))
+    symmetric = LinearCost(0.1, 0.01, learning_rate=0.2)
+    symmetric.observe(10, 3 * 0.2)
+    assert symmetric.scale == pytest.approx(1 + 0.2 * 2)  # unless given, one rate for both
 
 
 def test_one_outlier_moves_the_scale_only_within_its_clamp() -> None:
@@ -66,6 +79,17 @@ def test_fit_clamps_noise_to_plausible_values() -> None:
 def test_fit_needs_two_lengths() -> None:
     with pytest.raises(ValueError, match="two sizes"):
         SegmentCost.fit([(10, 1.0, 1.0), (10, 1.0, 1.1)])
+
+
+def test_a_segment_cost_believes_a_slower_machine_sooner_than_a_faster_one() -> None:
+    for cost in (SegmentCost(), SegmentCost.fit([(14, 1.0, 0.5), (42, 3.0, 1.1)])):
+        predicted = cost.synthesis_s(2.0)
+        cost.observe(chars=28, audio_s=2.0, took_s=2 * predicted)
+        assert cost.synthesis.scale == pytest.approx(1 + SEGMENT_SLOWDOWN_RATE)
+        cost.observe(chars=28, audio_s=2.0, took_s=predicted)  # the fitted speed again
+        assert cost.synthesis.scale == pytest.approx(
+            (1 + SEGMENT_SLOWDOWN_RATE) * (1 - SEGMENT_LEARNING_RATE) + SEGMENT_LEARNING_RATE
+        )
 
 
 def test_the_segment_cost_follows_a_slower_machine_and_ignores_silent_segments() -> None:

@@ -20,19 +20,29 @@ class LinearCost:
     """Seconds of work ≈ ``(fixed_s + per_unit_s × units) × scale``.
 
     ``fixed_s`` and ``per_unit_s`` are fitted from measurements (:meth:`fit`); ``scale`` follows the
-    machine's current load from every job actually timed (:meth:`observe`). Thread-safe.
+    machine's current load from every job actually timed (:meth:`observe`): a job slower than ``scale``
+    predicts with weight ``slowdown_rate`` (``learning_rate`` unless given), any other with
+    ``learning_rate``. Thread-safe.
     """
 
     def __init__(
-        self, fixed_s: float, per_unit_s: float, *, learning_rate: float = DEFAULT_LEARNING_RATE
+        self,
+        fixed_s: float,
+        per_unit_s: float,
+        *,
+        learning_rate: float = DEFAULT_LEARNING_RATE,
+        slowdown_rate: float | None = None,
     ) -> None:
         if not (math.isfinite(fixed_s) and math.isfinite(per_unit_s)) or fixed_s < 0 or per_unit_s <= 0:
             raise ValueError(f"a cost model needs fixed ≥ 0 and per unit > 0 s; got {fixed_s}, {per_unit_s}")
-        if not 0 < learning_rate <= 1:
-            raise ValueError(f"expected 0 < learning_rate <= 1, got {learning_rate}")
+        slowdown_rate = learning_rate if slowdown_rate is None else slowdown_rate
+        for name, rate in (("learning_rate", learning_rate), ("slowdown_rate", slowdown_rate)):
+            if not 0 < rate <= 1:
+                raise ValueError(f"expected 0 < {name} <= 1, got {rate}")
         self.fixed_s = fixed_s
         self.per_unit_s = per_unit_s
         self._learning_rate = learning_rate
+        self._slowdown_rate = slowdown_rate
         self._scale = 1.0
         self._lock = threading.Lock()
 
@@ -44,6 +54,7 @@ class LinearCost:
         fixed_range: tuple[float, float] = (0.0, math.inf),
         per_unit_range: tuple[float, float] = (1e-4, math.inf),
         learning_rate: float = DEFAULT_LEARNING_RATE,
+        slowdown_rate: float | None = None,
     ) -> LinearCost:
         """Least-squares line through ``(units, seconds)`` measurements of at least two sizes, its
         coefficients clamped to the ranges (a noisy warm-up on a shared machine must not give absurd ones).
@@ -60,7 +71,7 @@ class LinearCost:
         variance = sum((u - mean_units) ** 2 for u, _ in samples)
         per_unit = _clamp(covariance / variance, per_unit_range)
         fixed = _clamp(mean_seconds - per_unit * mean_units, fixed_range)
-        return cls(fixed, per_unit, learning_rate=learning_rate)
+        return cls(fixed, per_unit, learning_rate=learning_rate, slowdown_rate=slowdown_rate)
 
     @property
     def scale(self) -> float:
@@ -81,7 +92,8 @@ class LinearCost:
             return
         ratio = _clamp(seconds / base, (_MIN_SCALE, _MAX_SCALE))
         with self._lock:
-            self._scale += self._learning_rate * (ratio - self._scale)
+            rate = self._slowdown_rate if ratio > self._scale else self._learning_rate
+            self._scale += rate * (ratio - self._scale)
 
     def __repr__(self) -> str:
         return f"LinearCost({self.fixed_s:.3f} s + {self.per_unit_s:.4f} s/unit, ×{self._scale:.2f})"
@@ -96,7 +108,13 @@ _CHARS_PER_S_RANGE = (5.0, 30.0)
 DEFAULT_OVERHEAD_S = 0.35
 DEFAULT_RTF = 0.55
 DEFAULT_CHARS_PER_S = 14.0
-_SEGMENT_LEARNING_RATE = 0.2
+#: Weight of a finished segment in the segment cost's scale.
+SEGMENT_LEARNING_RATE = 0.2
+#: Weight of a segment slower than the scale predicts: most of the slowdown is believed at once. A neighbour
+#: taking a core, or another listener's segment starting beside this one, slows every segment after it, and
+#: the next is cut to the slower machine before it, not three or four segments later; a faster segment is
+#: believed slowly, so that a lull between two busy stretches does not make the next cut too long.
+SEGMENT_SLOWDOWN_RATE = 0.6
 
 
 class SegmentCost:
@@ -105,7 +123,10 @@ class SegmentCost:
 
     def __init__(self, synthesis: LinearCost | None = None, chars_per_s: float = DEFAULT_CHARS_PER_S) -> None:
         self.synthesis = synthesis or LinearCost(
-            DEFAULT_OVERHEAD_S, DEFAULT_RTF, learning_rate=_SEGMENT_LEARNING_RATE
+            DEFAULT_OVERHEAD_S,
+            DEFAULT_RTF,
+            learning_rate=SEGMENT_LEARNING_RATE,
+            slowdown_rate=SEGMENT_SLOWDOWN_RATE,
         )
         self._chars_per_s = _clamp(chars_per_s, _CHARS_PER_S_RANGE)
 
@@ -120,7 +141,8 @@ class SegmentCost:
             [(audio, took) for _, audio, took in samples],
             fixed_range=_OVERHEAD_RANGE_S,
             per_unit_range=_RTF_RANGE,
-            learning_rate=_SEGMENT_LEARNING_RATE,
+            learning_rate=SEGMENT_LEARNING_RATE,
+            slowdown_rate=SEGMENT_SLOWDOWN_RATE,
         )
         return cls(synthesis, sum(c for c, _, _ in samples) / sum(a for _, a, _ in samples))
 
@@ -153,7 +175,7 @@ class SegmentCost:
             return
         self.synthesis.observe(audio_s, took_s)
         rate = _clamp(chars / audio_s, _CHARS_PER_S_RANGE)
-        self._chars_per_s += _SEGMENT_LEARNING_RATE * (rate - self._chars_per_s)
+        self._chars_per_s += SEGMENT_LEARNING_RATE * (rate - self._chars_per_s)
 
     def __repr__(self) -> str:
         return f"SegmentCost({self.synthesis!r}, {self._chars_per_s:.1f} chars/s)"
