@@ -12,7 +12,7 @@ first), the engine alone: audio-seconds per second of ``synthesize_batch`` at gr
 ceiling the ladder approaches. Where the engine pads its passes to buckets (on CUDA), the same engine
 without buckets (a twin on the same weights) is measured beside it: the throughput, and each piece of the
 answer alone twice, where a first call at a shape the device has not met pays its one-off cost.
-``buckets=False`` runs the ladders on the twin.
+``KOE_TORCH_BUCKETS=0`` loads the engine without buckets: the ladders run on it, and there is no twin.
 """
 
 from __future__ import annotations
@@ -72,8 +72,6 @@ class GpuBenchConfig:
     threshold_s: float = THRESHOLD_S
     batch_sizes: tuple[int, ...] = BATCH_SIZES
     quick: bool = False
-    #: False: the ladders run on the engine's twin without buckets (where the engine has them).
-    buckets: bool = True
 
     def __post_init__(self) -> None:
         if not self.ladder or min(self.ladder) < 1 or list(self.ladder) != sorted(set(self.ladder)):
@@ -155,13 +153,12 @@ def run(
     report["engine"] = _throughput(config, speech)
     if twin is not None:
         report["engine_without_buckets"] = _throughput(config, twin)
-    served = twin if twin is not None and not config.buckets else speech
-    report["ladder_engine"] = served.engine.description
+    report["ladder_engine"] = speech.engine.description
     for mode, segments in MODES.items():
         if checkpoint is not None:
             checkpoint({**report, "elapsed_s": time.monotonic() - started})
         mode_settings = replace(settings, batch_max_segments=segments)
-        report["modes"][mode] = asyncio.run(_ladder(config, served, mode_settings))
+        report["modes"][mode] = asyncio.run(_ladder(config, speech, mode_settings))
     report["elapsed_s"] = time.monotonic() - started
     return report
 
@@ -324,6 +321,9 @@ def _machine(config: GpuBenchConfig, speech: Speech) -> dict[str, Any]:
 
     import torch
 
+    from koe.engine.torch import TorchEngine
+
+    engine = speech.engine
     cuda = torch.cuda.is_available()
     return {
         "platform": platform.platform(),
@@ -332,6 +332,7 @@ def _machine(config: GpuBenchConfig, speech: Speech) -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "device": config.device,
         "engine": speech.engine.description,
+        "dtype": engine.options.dtype if isinstance(engine, TorchEngine) else None,
         "gpu": torch.cuda.get_device_name(0) if cuda else None,
         "gpu_memory_mb": torch.cuda.get_device_properties(0).total_memory / _BYTES_PER_MB if cuda else None,
     }

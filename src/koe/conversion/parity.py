@@ -19,6 +19,7 @@ from kokoro.model import KModel
 from koe.conversion.taps import Taps
 from koe.engine.base import SynthesisRequest
 from koe.engine.kmodel.forward import TextSide, acoustic_stages, text_pass
+from koe.engine.kmodel.precision import computing
 from koe.engine.quality import compare
 from koe.engine.vocab import tokenize
 
@@ -99,8 +100,10 @@ def compare_stages(model: KModel, taps: Taps, request: SynthesisRequest) -> Stag
 
 def _raw_durations(model: KModel, side: TextSide, speed: float) -> npt.NDArray[np.float32]:
     """The duration head's frames per token before rounding, recomputed from the text side."""
-    hidden, _ = model.predictor.lstm(side.prosody.transpose(0, 1).unsqueeze(0))
-    frames = torch.sigmoid(model.predictor.duration_proj(hidden)).sum(dim=-1) / speed
+    with computing(model):
+        hidden, _ = model.predictor.lstm(side.prosody.transpose(0, 1).unsqueeze(0))
+        head = torch.sigmoid(model.predictor.duration_proj(hidden)).float()
+    frames = head.sum(dim=-1) / speed
     values: npt.NDArray[np.float32] = frames[0].float().cpu().numpy()
     return values
 

@@ -45,6 +45,7 @@ from koe.engine.kmodel.buckets import PAD_TOKENS, Buckets, Shape
 from koe.engine.kmodel.checkpoint import LOCAL, Weights, installed_weights, load_weights
 from koe.engine.kmodel.forward import TextSide, acoustic_core, acoustic_inputs, acoustic_pass, text_pass
 from koe.engine.kmodel.graphs import AcousticGraphs
+from koe.engine.kmodel.precision import cast, dtype_of
 from koe.engine.timing import SegmentTiming
 from koe.engine.vocab import tokenize
 from koe.errors import AssetError, ConfigError, SynthesisError
@@ -77,7 +78,9 @@ class TorchOptions:
     ``threads`` sets torch's CPU threads, which is process-wide; None keeps torch's default. ``buckets``
     pads every pass to one of a few shapes; ``warm`` runs each bucket of at most ``warm_limit`` rows ×
     width once at start; ``graphs`` replays the acoustic core from a CUDA graph per bucket of at most
-    :data:`GRAPH_LIMIT` (captured while warming). None means on for CUDA, off on the CPU.
+    :data:`GRAPH_LIMIT` (captured while warming). None means on for CUDA, off on the CPU. ``dtype``: the
+    format the weights are cast to and the passes run in (:mod:`koe.engine.kmodel.precision`): ``float32``,
+    ``float16`` (CUDA only) or ``bfloat16``.
     """
 
     device: str | None = None
@@ -87,6 +90,7 @@ class TorchOptions:
     warm: bool | None = None
     graphs: bool | None = None
     warm_limit: int = WARM_LIMIT
+    dtype: str = "float32"
 
 
 def choose_device(requested: str | None) -> torch.device:
@@ -135,7 +139,9 @@ class TorchEngine:
             torch.set_num_threads(options.threads)
         self.device = choose_device(options.device)
         self.weights = weights
-        self._model = model.to(self.device).eval()
+        #: The format the weights are in and the passes run in.
+        self.dtype = dtype_of(options.dtype, self.device)
+        self._model = cast(model.to(self.device), self.dtype).eval()
         self._lock = threading.Lock()
         self.capabilities = Capabilities(word_timings=True, max_batch=self._max_batch)
         cuda = self.device.type == "cuda"
@@ -150,12 +156,13 @@ class TorchEngine:
         self.warmed: list[tuple[str, int, int]] = []
         self.warm_s: float | None = None
         logger.info(
-            "torch engine on %s (%s weights), passes of up to %d; buckets %s, warm-up %s, CUDA graphs %s",
-            self.device, weights, self._max_batch, _on(bucketed), _on(warm), _on(graphs),
+            "torch engine on %s (%s weights, %s), passes of up to %d; buckets %s, warm-up %s, CUDA graphs %s",
+            self.device, weights, options.dtype, self._max_batch, _on(bucketed), _on(warm), _on(graphs),
         )  # fmt: skip
         if warm and self.buckets is not None:
             self._warm(self.buckets, options.warm_limit)
-        details = [f"{weights} weights", *(["bucketed shapes"] if self.buckets else [])]
+        in_dtype = "" if self.dtype == torch.float32 else f" in {options.dtype}"
+        details = [f"{weights} weights{in_dtype}", *(["bucketed shapes"] if self.buckets else [])]
         if cuda:
             details.append("CUDA graphs on" if self._graphs is not None else "CUDA graphs off")
         self.description = f"torch on {self.device} ({'; '.join(details)})"
@@ -169,7 +176,16 @@ class TorchEngine:
 
     def sharing(self, options: TorchOptions) -> TorchEngine:
         """Another engine on this one's model (no second copy in memory) with ``options``: for comparing
-        switches on one device. The two must not run passes at the same time."""
+        switches on one device. The two must not run passes at the same time.
+
+        Raises:
+            ConfigError: ``options`` asks for another device or format (the model is cast in place).
+        """
+        if choose_device(options.device) != self.device or options.dtype != self.options.dtype:
+            raise ConfigError(
+                f"a sharing engine runs on this one's {self.device} in {self.options.dtype}, got "
+                f"{options.device or 'the default device'} in {options.dtype}"
+            )
         return TorchEngine(self._model, options, self.weights)
 
     def synthesize(self, request: SynthesisRequest) -> Audio:

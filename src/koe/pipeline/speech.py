@@ -84,7 +84,10 @@ class SpeechOptions:
             threads=settings.layout.threads,
             device=settings.device,
             max_batch=settings.batch_max_segments,
+            dtype=settings.torch_dtype,
+            buckets=settings.torch_buckets,
             spin=settings.layout.spin,
+            whole_decode_max_s=settings.whole_decode_max_s,
         )
         options = cls(
             engine=engine,

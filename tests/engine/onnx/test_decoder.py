@@ -9,19 +9,30 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from koe.engine.base import AudioChunk, Cancel, StreamEvent, SynthesisRequest
 from koe.engine.onnx.calibration import Calibration
 from koe.engine.onnx.decoder import OnnxStream, StreamingDecoder
-from koe.engine.onnx.windowing import LEAD_DECODED_FRAMES, MIN_WINDOWED_FRAMES
+from koe.engine.onnx.stages import FloatArray, Front, Statistics
+from koe.engine.onnx.windowing import (
+    CONTEXT_FRAMES,
+    LEAD_DECODED_FRAMES,
+    MIN_WINDOWED_FRAMES,
+)
+from koe.engine.quality import compare
 from koe.engine.timing import FRAME_SAMPLES, SegmentTiming
 from koe.pipeline.listener import PlaybackClock
 from koe.pipeline.speech import Speech
-from koe.types import SAMPLE_RATE
+from koe.types import SAMPLE_RATE, Audio
 from support import Transcriber, words
 
 SENTENCE = "Please call Stella and ask her to bring these things with her from the store."
+#: A bound on a whole decode well below ``SENTENCE``'s length (2 s of audio).
+WHOLE_DECODE_MAX_FRAMES = 80
+#: The windowed quality gate's bound on distance and level to the whole decode (test_streaming_quality.py).
+TAKE_TO_TAKE_DB = 3.0
 
 
 def _request(speech: Speech, text: str, voice: str = "af_heart", speed: float = 1.0) -> SynthesisRequest:
@@ -120,6 +131,41 @@ def test_by_default_timing_comes_right_after_stage_a_and_audio_is_the_whole_deco
     timing, chunks = _split(list(speech.engine.stream(request)))
     assert len(chunks) == 1 and np.array_equal(chunks[0].audio, speech.engine.synthesize(request))
     assert timing.samples == chunks[0].audio.size
+
+
+def test_a_segment_longer_than_one_run_may_hold_comes_whole_from_bounded_windows_heard_as_the_whole(
+    speech: Speech, streaming: StreamingDecoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a bound on whole decodes, a segment past it still comes as one chunk right after its timing, but
+    no vocoder run decodes more of it than the bound (and its context): what one run holds is bounded."""
+    stages = streaming.stages
+    spans: list[int] = []
+    whole_runs: list[int] = []
+    window, decode = stages.decode_window, stages.decode
+
+    def recorded_window(front: Front, row: FloatArray, statistics: Statistics, low: int, high: int,
+                        options: ort.RunOptions | None = None) -> Audio:  # fmt: skip
+        spans.append(high - low)
+        return window(front, row, statistics, low, high, options)
+
+    def recorded_decode(
+        front: Front, row: FloatArray, options: ort.RunOptions | None = None
+    ) -> tuple[Audio, Statistics]:
+        whole_runs.append(front.frames)
+        return decode(front, row, options)
+
+    monkeypatch.setattr(stages, "decode_window", recorded_window)
+    monkeypatch.setattr(stages, "decode", recorded_decode)
+    monkeypatch.setattr(streaming, "whole_decode_max_frames", WHOLE_DECODE_MAX_FRAMES)
+    request = _request(speech, SENTENCE)
+    timing, chunks = _split(list(speech.engine.stream(request)))
+    assert timing.frames > WHOLE_DECODE_MAX_FRAMES
+    assert whole_runs == [] and len(spans) >= 2
+    assert max(spans) <= WHOLE_DECODE_MAX_FRAMES + 2 * CONTEXT_FRAMES
+    assert len(chunks) == 1 and chunks[0].audio.size == timing.samples
+    against_whole = compare(chunks[0].audio, speech.engine.synthesize(request))
+    assert against_whole.distance_db <= TAKE_TO_TAKE_DB
+    assert abs(against_whole.level_db) <= TAKE_TO_TAKE_DB
 
 
 def test_an_uncalibrated_voice_decodes_whole_identically_and_still_has_timing(

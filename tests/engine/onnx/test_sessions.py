@@ -188,3 +188,12 @@ def test_the_server_s_engine_spins_only_when_its_threads_fit_the_cores() -> None
     fits = SpeechOptions.from_settings(Settings(workers=1, threads_per_worker=cores)).engine
     crowded = SpeechOptions.from_settings(Settings(workers=2, threads_per_worker=cores)).engine
     assert (fits.spin, crowded.spin) == (True, False)
+
+
+def test_cpu_sessions_allocate_from_the_one_arena_that_every_run_shrinks(tmp_path: Path) -> None:
+    """Kept on disk or not, a CPU session takes the process's arena (kSameAsRequested, one for all), and a
+    run asking to shrink it finds an arena there (ONNX Runtime refuses the run otherwise)."""
+    make = OptimizedSessions(1, _ALL, _CPU, tmp_path)
+    for session in (make(_graph(1.0)), make(_graph(1.0)), make(_graph(2.0), keep=False)):
+        assert session.get_session_options().get_session_config_entry(sessions.USE_SHARED_ARENA) == "1"
+        assert session.run(None, {"x": _X}, sessions.releasing())[0].shape == (1, 3)

@@ -39,6 +39,8 @@ from kokoro.istftnet import AdaIN1d, AdainResBlk1d, AdaINResBlock1, Decoder, Gen
 from kokoro.model import KModel
 from kokoro.modules import ProsodyPredictor
 
+from koe.engine.kmodel.precision import computing, exact
+
 PAD = 0
 #: ref_s[:, :128] styles the decoder, ref_s[:, 128:] the prosody predictor.
 STYLE_SPLIT = 128
@@ -101,13 +103,14 @@ def text_pass(
     padding = (torch.arange(width).unsqueeze(0) >= lengths.unsqueeze(1)).to(device)
     prosody_style = styles[:, STYLE_SPLIT:]
 
-    bert = model.bert(tokens, attention_mask=(~padding).int())
-    encoded = model.bert_encoder(bert).transpose(-1, -2)
-    prosody = model.predictor.text_encoder(encoded, prosody_style, lengths, padding)
-    hidden = _packed_lstm(model.predictor.lstm, prosody, lengths)
-    frames = torch.sigmoid(model.predictor.duration_proj(hidden)).sum(dim=-1) / speeds.unsqueeze(1)
-    durations = torch.round(frames).clamp(min=1).long()
-    text = model.text_encoder(tokens, lengths, padding)
+    with computing(model):
+        bert = model.bert(tokens, attention_mask=(~padding).int())
+        encoded = model.bert_encoder(bert).transpose(-1, -2)
+        prosody = model.predictor.text_encoder(encoded, prosody_style, lengths, padding)
+        hidden = _packed_lstm(model.predictor.lstm, prosody, lengths)
+        head = torch.sigmoid(model.predictor.duration_proj(hidden)).float()
+        text = model.text_encoder(tokens, lengths, padding)
+    durations = torch.round(head.sum(dim=-1) / speeds.unsqueeze(1)).clamp(min=1).long()
     return [
         TextSide(durations[r, :n], prosody[r, :n].transpose(0, 1), text[r, :, :n], styles[r])
         for r, n in enumerate(lengths.tolist()[: len(rows)])
@@ -190,10 +193,11 @@ def acoustic_stages(
     generator = model.decoder.generator
     bins = generator.post_n_fft // 2 + 1
     audio = []
-    for r, length in enumerate(outputs.lengths[: len(sides)].tolist()):
-        spectrum = outputs.spectrum[r : r + 1, :, :length]
-        magnitude, phase = torch.exp(spectrum[:, :bins]), torch.sin(spectrum[:, bins:])
-        audio.append(generator.stft.inverse(magnitude, phase).reshape(-1))
+    with exact(inputs.text.device):
+        for r, length in enumerate(outputs.lengths[: len(sides)].tolist()):
+            spectrum = outputs.spectrum[r : r + 1, :, :length].float()
+            magnitude, phase = torch.exp(spectrum[:, :bins]), torch.sin(spectrum[:, bins:])
+            audio.append(generator.stft.inverse(magnitude, phase).reshape(-1))
     members = len(sides)
     return AcousticStages(
         inputs.text[:members], inputs.f0[:members], inputs.energy[:members], outputs.decoded[:members], audio
@@ -213,12 +217,13 @@ def acoustic_inputs(
     valid = _Valid(frames, width)
     prosody = torch.zeros((rows, sides[0].prosody.shape[0], width), device=device)
     text = torch.zeros((rows, sides[0].text.shape[0], width), device=device)
-    for r, side in enumerate(sides):
-        alignment = _alignment(side.durations)
-        prosody[r, :, : side.frames] = side.prosody @ alignment
-        text[r, :, : side.frames] = side.text @ alignment
     styles = torch.stack([side.style for side in sides])
-    f0, energy, curves = _prosody_curves(model.predictor, prosody, styles[:, STYLE_SPLIT:], valid)
+    with computing(model):
+        for r, side in enumerate(sides):
+            alignment = _alignment(side.durations)
+            prosody[r, :, : side.frames] = side.prosody @ alignment
+            text[r, :, : side.frames] = side.text @ alignment
+        f0, energy, curves = _prosody_curves(model.predictor, prosody, styles[:, STYLE_SPLIT:], valid)
     harmonics = _harmonics(model.decoder.generator, f0, curves)
     return CoreInputs(text, f0, energy, styles[:, :STYLE_SPLIT], frames, harmonics)
 
@@ -229,8 +234,9 @@ def acoustic_core(model: KModel, inputs: CoreInputs) -> CoreOutputs:
     frames = _Valid(inputs.frames, inputs.text.shape[-1])
     curves = frames.scaled(inputs.f0.shape[-1] // frames.width)
     style = inputs.style
-    decoded, _ = _decode(model.decoder, inputs.text, inputs.f0, inputs.energy, style, frames, curves)
-    spectrum, valid = _generate(model.decoder.generator, decoded, style, inputs.harmonics, curves)
+    with computing(model):
+        decoded, _ = _decode(model.decoder, inputs.text, inputs.f0, inputs.energy, style, frames, curves)
+        spectrum, valid = _generate(model.decoder.generator, decoded, style, inputs.harmonics, curves)
     return CoreOutputs(decoded, spectrum, valid.lengths)
 
 
@@ -265,6 +271,8 @@ def _packed_lstm(lstm: torch.nn.LSTM, x: torch.Tensor, lengths: torch.Tensor) ->
 
 
 def _instance_norm(x: torch.Tensor, valid: _Valid, eps: float) -> torch.Tensor:
+    """In float32 whatever the pass's format (:mod:`koe.engine.kmodel.precision`)."""
+    x = x.float()
     count = valid.mask.sum(dim=-1, keepdim=True)
     mean = (x * valid.mask).sum(dim=-1, keepdim=True) / count
     variance = (valid.zero(x - mean) ** 2).sum(dim=-1, keepdim=True) / count
@@ -351,7 +359,9 @@ def _harmonics(generator: Generator, f0: torch.Tensor, curves: _Valid) -> torch.
     last stage has for ``curves.width`` (its STFT frames: samples / hop + 1)."""
     scale = int(generator.f0_upsamp.scale_factor)
     width = curves.width * scale // generator.stft.hop_length + 1
-    spectra = [_harmonic_spectrum(generator, f0[r, :n]) for r, n in enumerate(curves.lengths.tolist())]
+    with exact(f0.device):
+        f0 = f0.float()
+        spectra = [_harmonic_spectrum(generator, f0[r, :n]) for r, n in enumerate(curves.lengths.tolist())]
     harmonics = f0.new_zeros((len(spectra), spectra[0].shape[0], width))
     for r, spectrum in enumerate(spectra):
         harmonics[r, :, : spectrum.shape[-1]] = spectrum

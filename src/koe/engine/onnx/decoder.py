@@ -12,12 +12,16 @@ and so is a segment shorter than ``MIN_WINDOWED_FRAMES``.
 Windowing is asked for per utterance (``windowed=True``; the server's ``Settings.windowed``, off by
 default: it failed the quality gate on held-out sentences, docs/engine.md, "Streaming decoder"). Without it
 a stream is timing right after stage A, then the whole utterance, bit-identical to
-:meth:`OnnxEngine.synthesize` — word timings at no extra cost.
+:meth:`OnnxEngine.synthesize` — word timings at no extra cost — unless the engine bounds a whole decode
+(``whole_decode_max_frames``): a longer segment of a calibrated voice is then decoded in windows of at most
+that many frames, still in one step, so that what one run holds stays bounded (its audio is the windowed
+decode's, with estimated statistics).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -63,10 +67,18 @@ logger = logging.getLogger(__name__)
 class StreamingDecoder:
     """Verified stages, per-voice calibration and the costs of its steps: what windowed decoding needs."""
 
-    def __init__(self, stages: Stages, calibration: Calibration, costs: DecodeCosts) -> None:
+    def __init__(
+        self,
+        stages: Stages,
+        calibration: Calibration,
+        costs: DecodeCosts,
+        whole_decode_max_frames: int | None = None,
+    ) -> None:
         self.stages = stages
         self.calibration = calibration
         self.costs = costs
+        #: the longest segment one vocoder run decodes when windows are not asked for (None: no limit)
+        self.whole_decode_max_frames = whole_decode_max_frames
 
     @property
     def cost(self) -> LinearCost:
@@ -89,10 +101,12 @@ class StreamingDecoder:
         cache_directory: Path,
         verdict: Verdict | None,
         measured_costs: Measured | None = None,
+        whole_decode_max_frames: int | None = None,
     ) -> StreamingDecoder | None:
         """Derive the stages and prove the cut on the probe, unless ``verdict`` says it was proven before;
         ``None`` (logged) when the graph cannot be cut, so the engine decodes whole utterances.
-        Calibrations are kept in ``cache_directory``, the decoding steps' costs in ``measured_costs``."""
+        Calibrations are kept in ``cache_directory``, the decoding steps' costs in ``measured_costs``;
+        ``whole_decode_max_frames``: :attr:`whole_decode_max_frames`."""
         probe_style: FloatArray = np.random.default_rng(0).standard_normal((1, 256)).astype(
             np.float32
         ) * np.float32(0.2)  # any style proves the cut; a fixed one keeps the check reproducible
@@ -101,7 +115,8 @@ class StreamingDecoder:
             return None
         stages, probe = loaded
         calibration = Calibration(stages, model_sha256, cache_directory)
-        return cls(stages, calibration, DecodeCosts(stages, probe, probe_style, measured_costs))
+        costs = DecodeCosts(stages, probe, probe_style, measured_costs)
+        return cls(stages, calibration, costs, whole_decode_max_frames)
 
     def stream(
         self,
@@ -227,10 +242,36 @@ class OnnxStream(Iterator[StreamEvent]):
 
     def _whole(self) -> Audio:
         assert self._front is not None and self._row is not None
+        limit = self._decoder.whole_decode_max_frames
+        if limit is not None and self._front.frames > limit:
+            windows = self._in_windows(limit)
+            if windows is not None:
+                return windows
         audio, statistics = self._decoder.stages.decode(self._front, self._row, self._options)
         self._decoder.costs.offer(self._front, self._row, statistics)
         self._position = self._front.frames
         return audio
+
+    def _in_windows(self, limit: int) -> Audio | None:
+        """The whole segment decoded in equal windows of at most ``limit`` frames, in one step:
+        ``None`` while the voice is not calibrated (it is calibrated in the background meanwhile). Raises
+        ``SynthesisError`` when cancelled between windows."""
+        assert self._front is not None
+        moments = self._decoder.calibration.lookup(self._request.style)
+        if moments is None:
+            self._decoder.calibration.calibrate_in_background(self._request.style)
+            return None
+        self._statistics = moments.statistics(self._decoder.stages.norms, quiet_fraction(self._front.energy))
+        self._lead_sent = True
+        self._position = max(self._front.durations[0].item() - LEAD_DECODED_FRAMES, 0)
+        left = self._front.frames - self._position
+        self._window_frames = math.ceil(left / math.ceil(left / limit))  # no short last window
+        parts = [np.zeros(self._position * FRAME_SAMPLES, dtype=np.float32)]
+        while self._position < self._front.frames:
+            if self._cancelled():
+                raise SynthesisError(f"cancelled after {self.windows} windows")
+            parts.append(self._window())
+        return np.concatenate(parts)
 
     def _window(self) -> Audio:
         assert self._front is not None and self._row is not None and self._statistics is not None

@@ -57,6 +57,10 @@ class OnnxOptions:
     providers: tuple[str, ...] | None = None  # None = CUDA when available, else CPU
     streaming: bool = True  # derive the stage cut: word timings and windowed decoding (docs/engine.md)
     spin: bool = True  # intra-op threads spin between operators (OptimizedSessions)
+    #: A segment with more frames than this, not windowed, decodes in windows of at most this many within
+    #: one step (estimated statistics), so that one vocoder run holds at most ~0.6 MB per frame of it;
+    #: None: every segment asked for whole is the single graph's decode (docs/operations.md, "Memory").
+    whole_decode_max_frames: int | None = None
 
 
 _OPT_LEVELS = {
@@ -141,6 +145,7 @@ class OnnxEngine:
                 cache_dir() / "calibration",
                 Verdict(cache_dir() / "stage-cut", key),
                 Measured(cache_dir() / MEASURED_DIR, {"what": "vocoder window costs", **key.fields()}),
+                options.whole_decode_max_frames,
             )
         del proto  # the parsed graph is as large as the model
         self._keep_whole = self.streaming is None

@@ -13,11 +13,12 @@ architecture, and a container's first start optimizes nothing. They are kept in 
 of the above (``<cache>/optimized/<key>.onnx``), the last :data:`KEPT_GRAPHS` used only. Only CPU sessions are
 kept: graphs optimized for other providers may hold kernels compiled for one device, which ONNX Runtime does
 not promise to reload. Every run of these sessions takes :func:`releasing`'s options, so that a long decode's
-memory is given back when it ends.
+memory is given back when it ends; CPU sessions share one arena (:func:`shared_cpu_arena`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -58,6 +59,22 @@ def releasing() -> ort.RunOptions:
 
 #: :func:`releasing`'s options for the runs nobody stops, shared by every thread (nothing writes them).
 RELEASING = releasing()
+
+#: The session option by which a session allocates from the process's arena (:func:`shared_cpu_arena`).
+USE_SHARED_ARENA = "session.use_env_allocators"
+#: ONNX Runtime's ``kSameAsRequested``: the arena grows by what an allocation asks, not by regions that
+#: double each time (its default), which would reserve up to twice what a long decode holds.
+_EXTEND_AS_REQUESTED = 1
+
+
+@functools.cache
+def shared_cpu_arena() -> None:
+    """Register, once per process, one CPU arena for every CPU session (they ask for it by
+    :data:`USE_SHARED_ARENA`), grown by what is asked for. Each session otherwise has an arena of its own
+    (the front, the vocoder and its windowed twin: three), each holding regions the others cannot use,
+    and each grown in doubling regions. :func:`releasing` shrinks it at the end of every run as before."""
+    cpu = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    ort.create_and_register_allocator(cpu, ort.OrtArenaCfg({"arena_extend_strategy": _EXTEND_AS_REQUESTED}))
 
 
 class OptimizedSessions:
@@ -126,6 +143,9 @@ class OptimizedSessions:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = level
         options.log_severity_level = 3  # warnings about unused initializers are noise for users
+        if self.providers == _CPU_ONLY:  # another provider's sessions keep their own allocators
+            shared_cpu_arena()
+            options.add_session_config_entry(USE_SHARED_ARENA, "1")
         return options
 
     def _optimized_now(self, graph: bytes) -> ort.InferenceSession:
