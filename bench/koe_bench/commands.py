@@ -39,6 +39,17 @@ def register_bench(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("--ttfa-threshold", type=float, help="capacity: most s from first sentence to audio")
     parser.add_argument(
+        "--hog",
+        type=int,
+        default=0,
+        help="capacity: this many busy processes (one core each) beside the ladder (default 0)",
+    )
+    parser.add_argument(
+        "--vcpu-price",
+        type=float,
+        help="capacity: US$ per vCPU-hour for the cost of a listener-hour (default 0.0446, an AWS c7i.large)",
+    )
+    parser.add_argument(
         "--engine",
         choices=["onnx", "torch"],
         default="onnx",
@@ -76,6 +87,10 @@ def _run_bench(args: argparse.Namespace) -> int:
         return _run_gpu_bench(args)
     if args.device is not None:
         raise KoeError("--device goes with --engine torch (the ONNX benchmark runs on the CPU)")
+    if args.hog and args.only not in (None, "capacity"):
+        raise KoeError(
+            f"--hog goes with the capacity ladder (--only capacity or a full run), got --only {args.only}"
+        )
     from koe.agent.replay import ReplayPace
     from koe_bench import report
     from koe_bench.config import BenchConfig
@@ -99,6 +114,8 @@ def _run_bench(args: argparse.Namespace) -> int:
         peer_python=args.peer_python,
         piper_python=args.piper_python,
         only=args.only,
+        hog=args.hog,
+        vcpu_price=args.vcpu_price,
     )
     if config.only == "languages":
         return _run_languages(config)

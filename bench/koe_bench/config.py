@@ -32,6 +32,9 @@ VOICE = "af_heart"
 #: First sentence written → first audio above this fails a capacity level (koe's target for one session is
 #: ~0.8 s; this allows for sessions sharing the cores).
 TTFA_THRESHOLD_S = 1.5
+#: US$ per vCPU-hour that a listener-hour's cost is priced at: an AWS c7i.large (2 vCPU) on demand in
+#: us-east-1, $0.08925 an hour, over its 2 vCPUs. ``koe bench --vcpu-price`` prices at another.
+VCPU_PRICE_USD_PER_HOUR = 0.0446
 #: A quick run reads this many corpus texts (spread over the groups) instead of the whole corpus.
 QUICK_READING_SAMPLE = 2
 ENGINE_SIZES = (16, 32, 64, 128, 256, 384, 500)
@@ -52,6 +55,8 @@ class BenchConfig:
         barge_ins: cancels in the barge-in scenario (p95 from 20 on).
         max_sessions: the largest capacity level tried.
         capacity_rounds: rounds of each capacity level (it passes when most of them do).
+        hog: busy processes beside the capacity ladder, each keeping one core busy (0: a quiet machine).
+        vcpu_price: US$ per vCPU-hour, for the capacity ladder's cost of a listener-hour.
         peer_python: the interpreter of fastkokoro's environment (missing: that peer is left out).
         piper_python: the interpreter of wyoming-piper's environment (missing: that peer is left out).
         opener_rounds: rounds over the openers in the openers scenario.
@@ -70,6 +75,8 @@ class BenchConfig:
     barge_ins: int = 20
     max_sessions: int = 8
     capacity_rounds: int = 3
+    hog: int = 0
+    vcpu_price: float = VCPU_PRICE_USD_PER_HOUR
     ttfa_threshold_s: float = TTFA_THRESHOLD_S
     engine_sizes: tuple[int, ...] = ENGINE_SIZES
     engine_repeats: int = 3
@@ -82,8 +89,11 @@ class BenchConfig:
     only: str | None = None
 
     def __post_init__(self) -> None:
-        if self.cold_repeats < 0:
-            raise ConfigError(f"bench cold_repeats: expected an integer >= 0, got {self.cold_repeats}")
+        for name in ("cold_repeats", "hog"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"bench {name}: expected an integer >= 0, got {getattr(self, name)}")
+        if not (math.isfinite(self.vcpu_price) and self.vcpu_price > 0):
+            raise ConfigError(f"bench vcpu price: expected US$ per vCPU-hour > 0, got {self.vcpu_price}")
         for name in (
             "repeats",
             "barge_ins",
@@ -115,9 +125,11 @@ class BenchConfig:
         peer_python: Path | None = None,
         piper_python: Path | None = None,
         only: str | None = None,
+        hog: int = 0,
+        vcpu_price: float | None = None,
     ) -> BenchConfig:
         """Full or quick defaults, then the given overrides (``None`` keeps the default)."""
-        config = cls(out, quick, url, only=only)
+        config = cls(out, quick, url, only=only, hog=hog)
         if quick:
             config = replace(
                 config,
@@ -140,4 +152,5 @@ class BenchConfig:
             ttfa_threshold_s=config.ttfa_threshold_s if ttfa_threshold_s is None else ttfa_threshold_s,
             peer_python=config.peer_python if peer_python is None else peer_python,
             piper_python=config.piper_python if piper_python is None else piper_python,
+            vcpu_price=config.vcpu_price if vcpu_price is None else vcpu_price,
         )

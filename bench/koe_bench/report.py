@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from koe_bench import coldstart, firstaudio, languages, openers, plots
-from koe_bench.tables import seconds
+from koe_bench.tables import MISSING, gaps, seconds
 from koe_bench.turns import TurnTrace
 
 JSON_NAME = "bench.json"
@@ -87,6 +87,7 @@ def sections(report: Mapping[str, Any]) -> list[Section]:
         reading_section(scenarios["reading"]),
         *extra,
         _engine(report),
+        *([_engine_cpu(scenarios["engine"]["cpu"])] if "cpu" in scenarios["engine"] else []),
         *[Section(*table(scenarios[name])) for name, table in _OPTIONAL.items() if name in scenarios],
         _targets(report),
     ]
@@ -123,31 +124,43 @@ def _barge_in(barge: Mapping[str, Any]) -> Section:
 
 
 def capacity_section(capacity: Mapping[str, Any]) -> Section:
+    """The capacity ladder (``koe-bench-capacity/2``): a row per level, then the largest smooth load, what a
+    listener-hour costs there, the memory the ladder started from and any busy neighbour."""
+    hog = capacity["hog"]
     section = Section(
         f"4 · capacity (threshold {capacity['threshold_s']:g} s on first sentence → first audio; a level "
-        "passes when most of its rounds do)",
+        f"passes when most of its rounds do; {hog or 'no'} busy neighbour process{'' if hog == 1 else 'es'})",
         (
             "sessions",
             "first audio after sentence, median s",
-            "p95 / max s",
-            "gaps",
-            "silence s",
+            "p95 or max s",
+            "gaps per listener (max)",
+            "silence per listener s (max)",
             "RTF",
             "audio s per s",
+            "audio s per server CPU s (client CPU s)",
+            "peak RSS MB (× start)",
             "rounds ok",
         ),
     )
     for level in capacity["levels"]:
-        first = level["first_audio_after_sentence_s"]
+        usage = level["usage"]
+        silence = level["silence_per_listener_s"]
         section.rows.append(
             (
                 str(level["sessions"]),
-                seconds(first),
-                seconds(first, "p95" if first["p95"] is not None else "max"),
-                str(level["gap_count"]),
-                f"{level['gap_total_s']:.2f}",
-                "—" if level["rtf"] is None else f"{level['rtf']:.2f}",
+                seconds(level["first_audio_after_sentence_s"]),
+                f"{level['first_audio_after_sentence_worst_s']:.2f} ({level['worst_is']})",
+                gaps(level["gaps_per_listener"]),
+                f"{silence['median']:.2f} ({silence['max']:.2f})",
+                _fixed(level["rtf"]),
                 f"{level['audio_per_wall_s']:.2f}",
+                MISSING
+                if usage is None
+                else f"{_fixed(usage['audio_per_cpu_s'])} ({usage['client_cpu_s']:.2f})",
+                MISSING
+                if usage is None or usage["rss_peak_mb"] is None
+                else f"{usage['rss_peak_mb']:.0f} ({_fixed(usage['rss_peak_over_start'])}×)",
                 f"{level['rounds_ok']}/{level['rounds']} {'yes' if level['ok'] else 'no'}",
             )
         )
@@ -155,6 +168,23 @@ def capacity_section(capacity: Mapping[str, Any]) -> Section:
     section.notes.append(
         f"largest smooth load: {best} sessions" if best else "no level tried was smooth and prompt"
     )
+    cost = capacity["listener_hour"]
+    if cost is not None:
+        used = (
+            ""
+            if cost["used_usd"] is None
+            else f", ${cost['used_usd']:.4f} used ({cost['used_vcpu_h']:.2f} vCPU-h of work)"
+        )
+        section.notes.append(
+            f"{cost['listeners_per_core']:.2f} listeners per core ({capacity['usable_cores']} cores); a "
+            f"listener-hour at ${cost['vcpu_price_usd']:g} per vCPU-hour: ${cost['provisioned_usd']:.4f} "
+            f"provisioned ({cost['provisioned_vcpu_h']:.2f} vCPU-h){used}"
+        )
+    if capacity["rss_start_mb"] is not None:
+        section.notes.append(
+            f"RSS when the ladder started: {_mb(capacity['rss_start_mb'])} MB (peak before it "
+            f"{_mb(capacity['rss_peak_before_mb'])} MB)"
+        )
     return section
 
 
@@ -209,6 +239,28 @@ def _engine(report: Mapping[str, Any]) -> Section:
     return section
 
 
+def _engine_cpu(cpu: Mapping[str, Any]) -> Section:
+    """CPU per call on one text: what a listener costs on a shared machine, not how soon it hears."""
+    section = Section(
+        f"5 · engine: CPU per call on a {cpu['words']}-word text ({cpu['tokens']} tokens, medians)",
+        ("engine", "audio s", "CPU s", "wall s", "audio s per CPU s"),
+    )
+    for name, cost in cpu["engines"].items():
+        section.rows.append(
+            (
+                name,
+                f"{cost['audio_s']:.2f}",
+                f"{cost['cpu_s']:.2f}",
+                f"{cost['wall_s']:.2f}",
+                f"{cost['audio_per_cpu_s']:.2f}",
+            )
+        )
+    section.notes.append(
+        "CPU: this process's, every thread, user and system, each engine as its product sets it up"
+    )
+    return section
+
+
 def _targets(report: Mapping[str, Any]) -> Section:
     section = Section("targets (this machine)", ("target", "wanted", "measured", "met"))
     for name, target in report["targets"].items():
@@ -254,6 +306,10 @@ def _markdown(tables: list[Section]) -> str:
 
 def _mb(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f}"
+
+
+def _fixed(value: float | None, places: int = 2) -> str:
+    return MISSING if value is None else f"{value:.{places}f}"
 
 
 def _ms(value: float | None) -> str:

@@ -27,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from koe.engine.assets import locate
 from koe.engine.base import SynthesisRequest
+from koe.engine.vocab import count_tokens
 from koe.errors import ConfigError
 from koe.extras import BENCH_INSTALL_HINT
 from koe.pipeline.speech import Speech, SpeechOptions
@@ -38,7 +39,7 @@ from koe_bench.stats import Summary, summarize, summarize_runs, worst_case
 from koe_bench.target import bench_settings, in_process_server, wait_ready
 from koe_bench.turns import STRATEGIES, TURNS, TurnTrace, koe_turn
 
-SCHEMA = "koe-bench/1"
+SCHEMA = "koe-bench/2"
 #: The issue's targets for this machine.
 TARGET_SPEEDUP = 5.0
 TARGET_CANCEL_S = 0.1
@@ -175,11 +176,20 @@ def _engine(config: BenchConfig, speech: Speech, kokoro: Any, steps: _Steps) -> 
         audio, _rate = kokoro.create(ps, voice=config.voice, is_phonemes=True, trim=False)
         return np.asarray(audio)
 
-    scaling = engine.token_scaling(
-        {"koe": koe, peer.PEER: kokoro_onnx}, phonemes, config.engine_sizes, config.engine_repeats
-    )
+    candidates: dict[str, Callable[[str], np.ndarray]] = {"koe": koe, peer.PEER: kokoro_onnx}
+    scaling = engine.token_scaling(candidates, phonemes, config.engine_sizes, config.engine_repeats)
+    cpu_phonemes = " ".join(speech.phonemize(engine.CPU_TEXT))
+    costs = engine.cpu_cost(candidates, cpu_phonemes, config.engine_repeats)
     step()
-    return {"engines": scaling}
+    return {
+        "engines": scaling,
+        "cpu": {
+            "text": engine.CPU_TEXT,
+            "words": len(engine.CPU_TEXT.split()),
+            "tokens": count_tokens(cpu_phonemes),
+            "engines": {name: asdict(cost) for name, cost in costs.items()},
+        },
+    }
 
 
 def _targets(report: dict[str, Any]) -> dict[str, Any]:

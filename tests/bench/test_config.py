@@ -38,7 +38,13 @@ def test_overrides_win_over_the_defaults() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value", "message"),
-    [("repeats", 0, "repeats"), ("max_sessions", -1, "max_sessions"), ("ttfa_threshold_s", 0.0, "threshold")],
+    [
+        ("repeats", 0, "repeats"),
+        ("max_sessions", -1, "max_sessions"),
+        ("ttfa_threshold_s", 0.0, "threshold"),
+        ("hog", -1, "hog"),
+        ("vcpu_price", 0.0, "vcpu price"),
+    ],
 )
 def test_out_of_range_values_are_refused_by_name(field: str, value: float, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -36,7 +36,7 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
     assert main(["bench", "--quick", "--out", str(tmp_path)]) == 0
 
     report = json.loads((tmp_path / "bench.json").read_text())
-    assert report["schema"] == "koe-bench/1"
+    assert report["schema"] == "koe-bench/2"
     assert report["quick"] is True and report["target"]["in_process"] is True
     scenarios = report["scenarios"]
 
@@ -90,6 +90,9 @@ def test_quick_bench_writes_a_complete_report_and_plots(tmp_path: Path) -> None:
     for fit in engines.values():
         assert fit["slope_ms_per_token"] > 0
         assert [p["tokens"] for p in fit["points"]] == sorted(p["tokens"] for p in fit["points"])
+    cpu = scenarios["engine"]["cpu"]
+    assert cpu["words"] == 40 and set(cpu["engines"]) == {"koe", "kokoro-onnx"}
+    assert all(cost["cpu_s"] > 0 and cost["audio_per_cpu_s"] > 0 for cost in cpu["engines"].values())
 
     openers = scenarios["openers"]
     assert set(openers["kinds"]) == {"koe_cached", "koe_uncached"}
