@@ -18,13 +18,19 @@ from koe.engine.onnx.decoder import OnnxStream, StreamingDecoder
 from koe.engine.onnx.stages import FloatArray, Front, Statistics
 from koe.engine.onnx.windowing import (
     CONTEXT_FRAMES,
+    LEAD_CONTEXT_FRAMES,
     LEAD_DECODED_FRAMES,
     MIN_WINDOWED_FRAMES,
+    OVERRUN,
+    input_span,
+    next_window_end,
+    steady_buffer_s,
 )
 from koe.engine.quality import compare
 from koe.engine.timing import FRAME_SAMPLES, SegmentTiming
 from koe.pipeline.listener import PlaybackClock
 from koe.pipeline.speech import Speech
+from koe.scheduler.cost import LinearCost
 from koe.types import SAMPLE_RATE, Audio
 from support import Transcriber, words
 
@@ -33,6 +39,9 @@ SENTENCE = "Please call Stella and ask her to bring these things with her from t
 WHOLE_DECODE_MAX_FRAMES = 80
 #: The windowed quality gate's bound on distance and level to the whole decode (test_streaming_quality.py).
 TAKE_TO_TAKE_DB = 3.0
+#: A loaded 2-core machine's window cost, fixed and per input frame (test_windowing.py's ``LOADED``): the
+#: steady buffer it asks for is more than a later segment may start with.
+LOADED_WINDOW_S = (0.088, 0.0094)
 
 
 def _request(speech: Speech, text: str, voice: str = "af_heart", speed: float = 1.0) -> SynthesisRequest:
@@ -50,6 +59,27 @@ def _played(streaming: StreamingDecoder, request: SynthesisRequest) -> tuple[Onn
         if isinstance(event, AudioChunk):
             clock.delivered(event.audio.size / SAMPLE_RATE)
     return segment, events
+
+
+def _first_window(
+    streaming: StreamingDecoder, request: SynthesisRequest, queued_s: float
+) -> tuple[int, int, int, float]:
+    """The first window's start and end frame, the segment's frames and the audio the listener held when it
+    was sized: ``queued_s`` of earlier audio, not yet playing; with none (a turn's opening) the segment's
+    leading silence, which only an opening keeps (koe.pipeline.seams)."""
+    clock = PlaybackClock(now=lambda: 0.0)  # frozen: what is queued stays queued
+    if queued_s:
+        clock.delivered(queued_s)
+    segment = streaming.stream(request, windowed=True, buffered_s=clock.ahead_s)
+    timing, lead = next(segment), next(segment)
+    assert isinstance(timing, SegmentTiming) and isinstance(lead, AudioChunk) and lead.audio.size
+    if not queued_s:
+        clock.delivered(lead.audio.size / SAMPLE_RATE)
+    held_s = clock.ahead_s()
+    window = next(segment)
+    assert isinstance(window, AudioChunk)
+    start = lead.audio.size // FRAME_SAMPLES
+    return start, start + window.audio.size // FRAME_SAMPLES, timing.frames, held_s
 
 
 def _split(events: list[StreamEvent]) -> tuple[SegmentTiming, list[AudioChunk]]:
@@ -72,6 +102,30 @@ def test_timing_comes_first_then_silence_then_chunks_as_long_as_the_whole_decode
     assert lead.size == (timing.lead_frames - LEAD_DECODED_FRAMES) * FRAME_SAMPLES and not lead.any()
     assert np.abs(whole[: lead.size]).max() < 1e-3  # the whole decode is silent there too
     assert segment.windows >= 2 and len(chunks) == segment.windows + 1
+
+
+def test_only_a_turns_opening_window_may_run_late_a_later_segments_first_is_on_time(
+    speech: Speech, streaming: StreamingDecoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With only its own leading silence queued (a turn's opening: nothing plays yet), a segment's first
+    window may run past the buffer to leave the steady buffer. With earlier audio still queued it is sized
+    like any later window, on time even at OVERRUN × its predicted cost: running late there is a pause
+    after speech began."""
+    # a fresh cost model at each read: the windows run do not rescale what the next is sized with
+    monkeypatch.setattr(StreamingDecoder, "cost", property(lambda _: LinearCost(*LOADED_WINDOW_S)))
+    planned = LinearCost(*LOADED_WINDOW_S)
+    steady = steady_buffer_s(planned)
+    assert steady is not None
+    request = _request(speech, SENTENCE)
+
+    start, end, total, lead_s = _first_window(streaming, request, queued_s=0.0)
+    opening = next_window_end(start, total, lead_s, planned, left=LEAD_CONTEXT_FRAMES, first=True)
+    assert end == opening > next_window_end(start, total, lead_s, planned, left=LEAD_CONTEXT_FRAMES)
+
+    start, end, total, held_s = _first_window(streaming, request, queued_s=0.65 * steady)
+    low, high = input_span(start, end, total, left=LEAD_CONTEXT_FRAMES)
+    assert OVERRUN * planned.predict(high - low) <= held_s
+    assert end < next_window_end(start, total, held_s, planned, left=LEAD_CONTEXT_FRAMES, first=True)
 
 
 def test_windows_nobody_can_size_are_refused(speech: Speech, streaming: StreamingDecoder) -> None:

@@ -59,7 +59,7 @@ from koe.engine.vocab import tokenize
 from koe.errors import SynthesisError
 from koe.machine import Measured
 from koe.scheduler.cost import LinearCost
-from koe.types import Audio
+from koe.types import SAMPLE_RATE, Audio
 
 logger = logging.getLogger(__name__)
 
@@ -197,10 +197,18 @@ class OnnxStream(Iterator[StreamEvent]):
             return min(total, self._position + self._window_frames)
         assert self._buffered_s is not None  # required with windows unless window_frames is given
         cost = self._decoder.cost
+        buffered_s = self._buffered_s()
         return next_window_end(
-            self._position, total, self._buffered_s(), cost, previous=self._previous, left=self._left(),
-            first=not self.windows,
+            self._position, total, buffered_s, cost, previous=self._previous, left=self._left(),
+            first=self._opening(buffered_s),
         )  # fmt: skip
+
+    def _opening(self, buffered_s: float) -> bool:
+        """Whether the next window may run past what is on time: only the first window, and only while the
+        listener has nothing queued beyond this stream's own leading silence (a turn's opening: nothing
+        plays yet that could run out). A later segment's first window, with earlier audio still playing, is
+        sized like every other window, since running late there is a pause after speech began."""
+        return not self.windows and round(buffered_s * SAMPLE_RATE) <= self._emitted
 
     def __next__(self) -> StreamEvent:
         if self.done or self._cancelled():

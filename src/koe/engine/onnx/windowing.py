@@ -90,7 +90,7 @@ def next_window_end(
     max_frames: int = MAX_WINDOW_FRAMES,
 ) -> int:
     """End frame of the window starting at ``start`` (``left`` frames of context before it where given),
-    for a listener with ``ahead_s`` of audio; ``first``: the utterance's first window.
+    for a listener with ``ahead_s`` of audio; ``first``: the window before the listener's first word.
 
     The window is the largest that finishes within :data:`SAFETY` of ``ahead_s``, but never smaller than
     the smallest that leaves the listener :func:`steady_buffer_s` after it (the audio still buffered when
