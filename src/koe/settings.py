@@ -188,6 +188,12 @@ class Settings(Group):
         "within ~1.25× of ready; empty: every segment is the single graph's decode "
         "([operations.md](operations.md#memory))",
     )
+    float_vocoder: bool = Field(
+        True,
+        description="the ONNX engine on the CPU runs the vocoder's convolutions in float on weights "
+        "dequantized at load (kept in the cache): ~11% less CPU per audio second, ~120 MB more memory at "
+        "ready; false: the int8 graph as exported ([engine.md](engine.md#float-convolutions))",
+    )
     windowed_first: bool = Field(
         True,
         description="a streamed turn's first segment decoded in windows even so: its first audio comes "

@@ -35,6 +35,8 @@ class EngineOptions:
     spin: bool = True
     #: ONNX: the longest segment decoded in one vocoder run when not windowed, in seconds (None: no limit)
     whole_decode_max_s: float | None = None
+    #: ONNX on the CPU: the vocoder's convolutions run in float (:attr:`OnnxOptions.float_vocoder`)
+    float_vocoder: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINES:
@@ -76,6 +78,7 @@ def load_engine(options: EngineOptions, source: ModelSource) -> Engine:
             graph_optimization=options.graph_optimization,
             spin=options.spin,
             whole_decode_max_frames=_frames(options.whole_decode_max_s),
+            float_vocoder=options.float_vocoder,
         ),
         MODEL_SHA256 if source.model_path is None else None,  # the packaged bytes were verified against it
     )

@@ -88,6 +88,7 @@ class SpeechOptions:
             buckets=settings.torch_buckets,
             spin=settings.layout.spin,
             whole_decode_max_s=settings.whole_decode_max_s,
+            float_vocoder=settings.float_vocoder,
         )
         options = cls(
             engine=engine,

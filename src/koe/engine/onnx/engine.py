@@ -32,6 +32,7 @@ from koe.engine.base import (
     drain,
 )
 from koe.engine.onnx.decoder import StreamingDecoder
+from koe.engine.onnx.dequantize import dequantized
 from koe.engine.onnx.sessions import RELEASING, OptimizedSessions
 from koe.engine.onnx.stages import PROBE_PHONEMES, parse
 from koe.engine.onnx.verdict import Verdict, VerdictKey
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 #: Input names differ between exports: kokoro-onnx's (``tokens``) and onnx-community's (``input_ids``).
 _TOKEN_INPUTS = ("tokens", "input_ids")
 _PAD = 0
+_CPU_ONLY = ["CPUExecutionProvider"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,9 @@ class OnnxOptions:
     #: one step (estimated statistics), so that one vocoder run holds at most ~0.6 MB per frame of it;
     #: None: every segment asked for whole is the single graph's decode (docs/operations.md, "Memory").
     whole_decode_max_frames: int | None = None
+    #: On the CPU, the vocoder's convolutions run in float on weights dequantized at load: less CPU per
+    #: audio second, more memory (koe.engine.onnx.dequantize; docs/engine.md, "Float convolutions").
+    float_vocoder: bool = True
 
 
 _OPT_LEVELS = {
@@ -103,6 +108,17 @@ class OnnxEngine:
             spin=options.spin,
         )
 
+        #: what names the model that runs wherever a derived artefact is kept (the stage cut's verdict, the
+        #: kept graphs, calibrations): the rewritten model's identity when it is rewritten
+        self.model_sha256 = model_sha256 or hashlib.sha256(model).hexdigest()
+        rewritten = (
+            dequantized(model, self.model_sha256, cache_dir() / "dequantized")
+            if options.float_vocoder and providers == _CPU_ONLY
+            else None
+        )
+        if rewritten is not None:
+            model, self.model_sha256 = rewritten.model, rewritten.identity
+        self.float_vocoder = rewritten is not None
         self._make_session = make_session
         self._model: bytes | None = model  # kept until the single graph's session is built from it
         self._whole: ort.InferenceSession | None = None
@@ -111,9 +127,8 @@ class OnnxEngine:
         self._keep_whole = False
         self._whole_lock = threading.Lock()
         self.providers = providers
-        self.model_sha256 = model_sha256 or hashlib.sha256(model).hexdigest()
         try:
-            proto: onnx.ModelProto | None = parse(model)
+            proto: onnx.ModelProto | None = rewritten.proto if rewritten is not None else parse(model)
         except AssetError as exc:  # ONNX Runtime may still run it: then it decodes whole utterances
             logger.warning("%s", exc.message)
             proto = None
@@ -147,7 +162,7 @@ class OnnxEngine:
                 Measured(cache_dir() / MEASURED_DIR, {"what": "vocoder window costs", **key.fields()}),
                 options.whole_decode_max_frames,
             )
-        del proto  # the parsed graph is as large as the model
+        del proto, rewritten  # the parsed graph is as large as the model
         self._keep_whole = self.streaming is None
         if self.streaming is None:
             self._session()  # the only way it speaks: build it now, and fail now if ONNX Runtime cannot
@@ -156,7 +171,8 @@ class OnnxEngine:
             windowed=self.streaming is not None,
             min_windowed_frames=MIN_WINDOWED_FRAMES,
         )
-        self.description = f"onnx on {', '.join(self.providers)}"
+        weights = "float vocoder convolutions" if self.float_vocoder else "int8"
+        self.description = f"onnx on {', '.join(self.providers)} ({weights})"
 
     def _session(self) -> ort.InferenceSession:
         """The single graph's session, built on first use (thread-safe)."""
