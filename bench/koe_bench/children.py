@@ -30,8 +30,9 @@ _KIB = 1024
 #: The CPU image installs no torch, but a venv with the GPU extra does, and spaCy's thinc then imports it
 #: (~2.5 s here). A child started this way runs koe as that image would: torch is unimportable.
 _WITHOUT_TORCH = "import sys; sys.modules['torch'] = None; from koe.cli import main; sys.exit(main())"
-#: What an image's cache holds (the CPU image's ``koe install``; the baseline's, d2dd8c3's, held the same).
-_IMAGE = ("stage-cut", "calibration", "optimized", "g2p")
+#: What an image's cache holds (the CPU image's ``koe install``, which loads the engine once: its float
+#: vocoder, stage cut, optimized stages, calibration; the baseline's, d2dd8c3's, held the same but the first).
+_IMAGE = ("dequantized", "stage-cut", "calibration", "optimized", "g2p")
 
 
 def python() -> list[str]:

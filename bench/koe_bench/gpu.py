@@ -6,7 +6,8 @@ call per segment. Each mode climbs a ladder of concurrent sessions, every sessio
 answer at the LLM pace (:func:`koe_bench.capacity.run_level`). A level passes when no listener hears an
 underrun and the p95 (from 20 sessions, else the slowest) first audio after the answer's first sentence
 is within the threshold (300 ms); a mode stops at its first failing level. Reported per mode: each level,
-the largest passing one and its audio-seconds per second; the calls' sizes and latency by size (from the
+the largest passing one, its audio-seconds per second and the share of a CPU core each of its sessions
+took (:func:`cores_per_session`); the calls' sizes and latency by size (from the
 server's ``/metrics``) and the pass shapes they ran; device memory. Before the ladders (the short steps
 first), the engine alone: audio-seconds per second of ``synthesize_batch`` at growing batch sizes, the
 ceiling the ladder approaches. Where the engine pads its passes to buckets (on CUDA), the same engine
@@ -42,6 +43,7 @@ from koe_bench import capacity
 from koe_bench.config import ANSWER, QUICK_ANSWER, VOICE
 from koe_bench.engine import rss_mb
 from koe_bench.target import in_process_server
+from koe_bench.usage import Meter
 
 SCHEMA = "koe-bench-gpu/1"
 #: The issue's pass rule: first audio after the first sentence within 300 ms, no underrun.
@@ -216,11 +218,20 @@ async def _ladder(config: GpuBenchConfig, speech: Speech, settings: Settings) ->
     with _device_memory() as memory, in_process_server(settings, speech) as url:
         for sessions in config.ladder:
             before = await asyncio.to_thread(_calls, url)
+            meter = Meter()
             level, _ = await capacity.run_level(
                 url, sessions, config.answer, config.pace, config.voice, config.threshold_s, config.rounds
             )
+            usage = capacity.level_usage(level, meter.stop(), None)
             after = await asyncio.to_thread(_calls, url)
-            levels.append({**asdict(level), "calls": _calls_between(before, after)})
+            levels.append(
+                {
+                    **asdict(level),
+                    "usage": asdict(usage),
+                    "cpu_cores_per_session": cores_per_session(level, usage),
+                    "calls": _calls_between(before, after),
+                }
+            )
             if not level.ok:
                 break
     passing = [lv for lv in levels if lv["ok"]]
@@ -231,8 +242,17 @@ async def _ladder(config: GpuBenchConfig, speech: Speech, settings: Settings) ->
         "levels": levels,
         "max_sessions_ok": best["sessions"] if best else None,
         "audio_per_wall_s_at_max_ok": best["audio_per_wall_s"] if best else None,
+        "cpu_cores_per_session_at_max_ok": best["cpu_cores_per_session"] if best else None,
         "memory_mb": memory,
     }
+
+
+def cores_per_session(level: capacity.Level, usage: capacity.LevelUsage) -> float:
+    """How much of a CPU core each session of ``level`` kept busy in this process (the server: G2P, text,
+    scheduling, encoding, and the host side of the device's passes), the clients' thread left out: what
+    the host must have per session beside the device."""
+    wall_s = level.audio_s / level.audio_per_wall_s
+    return (usage.cpu_s - usage.client_cpu_s) / wall_s / level.sessions
 
 
 def _calls(url: str) -> dict[str, tuple[float, float]]:

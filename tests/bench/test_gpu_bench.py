@@ -41,6 +41,7 @@ def test_the_ladder_runs_on_cpu_in_both_modes_and_writes_its_results(
     for mode in (batched, unbatched):
         (level,) = mode["levels"]
         assert level["sessions"] == 1 and level["audio_per_wall_s"] > 0
+        assert 0 < level["cpu_cores_per_session"] <= 2  # the server's CPU, on at most this machine's cores
         assert mode["max_sessions_ok"] in (None, 1)
         assert mode["memory_mb"]["rss_now"] > 0
     assert batched["levels"][0]["calls"]["calls"] >= 1  # segments went through shared calls
