@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from koe import machine
-from koe.machine import Measured, cpu_identity, usable_cores
+from koe.machine import Measured, cpu_identity, partial_of, prune_to_used_last, usable_cores
 
 
 def test_a_kept_measurement_reads_back_under_the_same_key_only(tmp_path: Path) -> None:
@@ -166,3 +166,15 @@ def test_a_process_started_on_one_cpu_has_one_usable_core() -> None:
         ["taskset", "-c", "0", sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert ran.stdout.strip() == "1"
+
+
+def test_pruning_keeps_the_files_used_last_and_leaves_writes_in_progress_alone(tmp_path: Path) -> None:
+    for age, name in enumerate(["newest.onnx", "middle.onnx", "oldest.onnx", "other.npz"]):
+        (tmp_path / name).write_bytes(b"x")
+        os.utime(tmp_path / name, (1_000_000 - age, 1_000_000 - age))
+    in_progress = partial_of(tmp_path / "writing.onnx")
+    in_progress.write_bytes(b"x")
+    os.utime(in_progress, (0, 0))  # older than every kept file: still not the pruner's
+    prune_to_used_last(tmp_path, ".onnx", 2)
+    left = sorted(path.name for path in tmp_path.iterdir())
+    assert left == sorted(["newest.onnx", "middle.onnx", "other.npz", in_progress.name])

@@ -44,6 +44,19 @@ def partial_of(path: Path) -> Path:
     return path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
 
 
+def prune_to_used_last(directory: Path, suffix: str, count: int) -> None:
+    """Remove all but the ``count`` files named ``*suffix`` in ``directory`` that were used last (by
+    modification time: whoever reads a kept file touches it), leaving writes in progress
+    (:func:`partial_of`, hidden names) alone. Another process pruning at the same time is not an error."""
+    try:
+        kept = [path for path in directory.glob(f"*{suffix}") if not path.name.startswith(".")]
+        kept.sort(key=lambda path: path.stat().st_mtime, reverse=True)
+        for stale in kept[count:]:
+            stale.unlink(missing_ok=True)
+    except OSError as exc:  # a file removed between the listing and its stat
+        logger.debug("pruning %s: %s", directory, exc)
+
+
 def cpu_identity() -> str:
     """The machine and its CPU's instruction-set flags (Linux), as one string."""
     features = ""

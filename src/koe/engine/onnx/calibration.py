@@ -32,7 +32,7 @@ from koe.engine.onnx.moments import ClassMoments
 from koe.engine.onnx.stages import Stages
 from koe.engine.vocab import tokenize
 from koe.errors import SynthesisError
-from koe.machine import partial_of
+from koe.machine import partial_of, prune_to_used_last
 from koe.types import StyleTable
 
 logger = logging.getLogger(__name__)
@@ -200,15 +200,9 @@ class Calibration:
             self.directory.mkdir(parents=True, exist_ok=True)
             np.savez(partial, names=np.array(self._stages.statistic_names), **arrays)  # type: ignore[arg-type]
             partial.replace(path)
-            self._prune()
+            prune_to_used_last(self.directory, ".npz", MAX_FILES)
         except OSError as exc:  # a read-only cache costs a recalibration per process, nothing more
             logger.warning("could not cache calibration in %s: %s", self.directory, exc)
-
-    def _prune(self) -> None:
-        """Delete the least recently used calibration files beyond :data:`MAX_FILES`."""
-        files = sorted(self.directory.glob("*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for stale in files[MAX_FILES:]:
-            stale.unlink(missing_ok=True)
 
     def _remember(self, key: str, moments: ClassMoments) -> None:
         with self._lock:

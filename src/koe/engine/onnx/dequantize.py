@@ -5,14 +5,14 @@ The export quantizes every convolution dynamically: each runs as ``DynamicQuanti
 Add (the rounded bias) → Cast → Mul (input scale × weight scale)``. In the generator (stage B, most of a
 decode's CPU) those chains are most of the kernel time, and ONNX Runtime's float ``Conv`` on the same
 weights, dequantized once here, runs them in less CPU than the integer kernels plus the activations'
-quantization (docs/engine.md, "Float convolutions"). The audio moves closer to float Kokoro's: the
-activations are no longer rounded to 8 bits and the bias no longer to the input's scale. The text encoder,
-the prosody predictor and the frame-rate decoder keep their int8 kernels: they are a few percent of a
-decode, and their ``MatMulInteger`` weights stay small in memory.
+quantization (docs/engine.md, "Float convolutions"). The audio differs from the int8 graph's, within the
+quality gates: the activations are no longer rounded to 8 bits and the bias no longer to the input's
+scale. The text encoder, the prosody predictor and the frame-rate decoder keep their int8 kernels: they
+are a few percent of a decode, and their ``MatMulInteger`` weights stay small in memory.
 
 The rewrite is deterministic in the model's bytes, so a model's rewritten bytes are kept in koe's cache
 (``<cache>/dequantized/<identity>.onnx``) and later loads read them instead of rewriting (parsing,
-rewriting and serializing the model costs about a second). Its identity (:func:`identity`) names the
+rewriting and serializing the model costs ~0.4 s). Its identity (:func:`identity`) names the
 original model and :data:`REWRITE_VERSION`, and stands for the model wherever the engine keys a derived
 artefact (the stage cut's verdict, the kept stage graphs, calibrations), so that an artefact of the int8
 graph is never used for the rewritten one, nor the other way round.
@@ -33,7 +33,7 @@ import numpy.typing as npt
 import onnx
 from onnx import numpy_helper
 
-from koe.machine import partial_of
+from koe.machine import partial_of, prune_to_used_last
 
 logger = logging.getLogger(__name__)
 
@@ -248,9 +248,4 @@ def _keep(model: bytes, path: Path) -> None:
         with suppress(OSError):
             partial.unlink(missing_ok=True)
         return
-    try:
-        kept = sorted(path.parent.glob("*.onnx"), key=lambda model: model.stat().st_mtime, reverse=True)
-        for stale in kept[_KEPT_MODELS:]:
-            stale.unlink(missing_ok=True)
-    except OSError as exc:  # another process pruning at the same time
-        logger.debug("pruning %s: %s", path.parent, exc)
+    prune_to_used_last(path.parent, ".onnx", _KEPT_MODELS)

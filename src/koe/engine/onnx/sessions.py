@@ -31,6 +31,8 @@ from typing import Any
 
 import onnxruntime as ort
 
+from koe.machine import prune_to_used_last
+
 logger = logging.getLogger(__name__)
 
 #: Optimized graphs kept in the cache (a model is four or five: the single graph and the stages), the
@@ -187,10 +189,10 @@ class OptimizedSessions:
 def _prune(directory: Path) -> None:
     """Keep the :data:`KEPT_GRAPHS` graphs used last; leftovers of an interrupted write go too (once old
     enough not to be another process's write in progress)."""
+    prune_to_used_last(directory, ".onnx", KEPT_GRAPHS)
     try:
-        graphs = sorted(directory.glob("*.onnx"), key=lambda graph: graph.stat().st_mtime, reverse=True)
         abandoned = [p for p in directory.glob("*.partial") if time.time() - p.stat().st_mtime > _ABANDONED_S]
-        for stale in [*graphs[KEPT_GRAPHS:], *abandoned]:
+        for stale in abandoned:
             stale.unlink(missing_ok=True)
     except OSError as exc:  # another process pruning at the same time
         logger.debug("pruning %s: %s", directory, exc)
