@@ -229,22 +229,16 @@ class OnnxStream(Iterator[StreamEvent]):
         if self._statistics is None:
             return self._emit(self._whole())
         if not self._lead_sent:
-            self._lead_sent = True
-            self._position = max(self._front.durations[0].item() - LEAD_DECODED_FRAMES, 0)
+            self._skip_lead()
             if self._position:
                 return self._emit(np.zeros(self._position * FRAME_SAMPLES, dtype=np.float32))
         return self._emit(self._window())
 
     def _run_front(self) -> SegmentTiming:
         assert self._row is not None  # done() is True without tokens
-        stages = self._decoder.stages
-        self._front = stages.run_front(self._ids, self._row, self._request.speed, self._options)
+        self._front = self._decoder.stages.run_front(self._ids, self._row, self._request.speed, self._options)
         if self._windowed and self._front.frames >= MIN_WINDOWED_FRAMES:
-            moments = self._decoder.calibration.lookup(self._request.style)
-            if moments is None:
-                self._decoder.calibration.calibrate_in_background(self._request.style)
-            else:
-                self._statistics = moments.statistics(stages.norms, quiet_fraction(self._front.energy))
+            self._statistics = self._estimated_statistics()
         self.timing = SegmentTiming(self._request.phonemes, self._front.durations)
         return self.timing
 
@@ -265,13 +259,10 @@ class OnnxStream(Iterator[StreamEvent]):
         ``None`` while the voice is not calibrated (it is calibrated in the background meanwhile). Raises
         ``SynthesisError`` when cancelled between windows."""
         assert self._front is not None
-        moments = self._decoder.calibration.lookup(self._request.style)
-        if moments is None:
-            self._decoder.calibration.calibrate_in_background(self._request.style)
+        self._statistics = self._estimated_statistics()
+        if self._statistics is None:
             return None
-        self._statistics = moments.statistics(self._decoder.stages.norms, quiet_fraction(self._front.energy))
-        self._lead_sent = True
-        self._position = max(self._front.durations[0].item() - LEAD_DECODED_FRAMES, 0)
+        self._skip_lead()
         left = self._front.frames - self._position
         self._window_frames = math.ceil(left / math.ceil(left / limit))  # no short last window
         parts = [np.zeros(self._position * FRAME_SAMPLES, dtype=np.float32)]
@@ -280,6 +271,22 @@ class OnnxStream(Iterator[StreamEvent]):
                 raise SynthesisError(f"cancelled after {self.windows} windows")
             parts.append(self._window())
         return np.concatenate(parts)
+
+    def _estimated_statistics(self) -> Statistics | None:
+        """The segment's norm statistics estimated from its voice's calibration; ``None`` while the voice is
+        not calibrated (its calibration is started in the background)."""
+        assert self._front is not None
+        moments = self._decoder.calibration.lookup(self._request.style)
+        if moments is None:
+            self._decoder.calibration.calibrate_in_background(self._request.style)
+            return None
+        return moments.statistics(self._decoder.stages.norms, quiet_fraction(self._front.energy))
+
+    def _skip_lead(self) -> None:
+        """Start decoding where the leading pad's silence ends, less the lead-in the windows decode."""
+        assert self._front is not None
+        self._lead_sent = True
+        self._position = max(self._front.durations[0].item() - LEAD_DECODED_FRAMES, 0)
 
     def _window(self) -> Audio:
         assert self._front is not None and self._row is not None and self._statistics is not None
