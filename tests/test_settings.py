@@ -69,6 +69,11 @@ def test_every_limit_is_finite() -> None:
         ({"KOE_SEGMENT_CACHE_MB": "-1"}, "segment_cache_mb"),
         ({"KOE_SEGMENT_CACHE_MB": "nan"}, "KOE_SEGMENT_CACHE_MB"),
         ({"KOE_SEGMENT_CACHE_MB": "1e9"}, "segment_cache_mb"),
+        ({"KOE_WHOLE_DECODE_MAX_S": "0"}, "KOE_WHOLE_DECODE_MAX_S: expected float > 0 or empty, got '0'"),
+        ({"KOE_WHOLE_DECODE_MAX_S": "inf"}, "KOE_WHOLE_DECODE_MAX_S: expected float > 0 or empty"),
+        ({"KOE_FLOAT_VOCODER": "maybe"}, "KOE_FLOAT_VOCODER: expected bool, got 'maybe'"),
+        ({"KOE_TORCH_BUCKETS": "maybe"}, "KOE_TORCH_BUCKETS: expected bool or empty, got 'maybe'"),
+        ({"KOE_TORCH_DTYPE": "half"}, "KOE_TORCH_DTYPE: expected one of float32, float16, bfloat16"),
     ],
 )
 def test_bad_values_fail_at_start_naming_the_setting(environ: dict[str, str], says: str) -> None:
@@ -163,3 +168,12 @@ def test_the_engine_and_the_scheduler_run_the_sized_layout(
     engine = SpeechOptions.from_settings(settings).engine
     assert (engine.threads, engine.spin) == (threads, False)
     assert Runtime(settings).scheduler.workers == workers
+
+
+def test_the_engine_settings_reach_the_options_the_engine_is_loaded_with() -> None:
+    engine = SpeechOptions.from_settings(
+        Settings.from_env(
+            {"KOE_WHOLE_DECODE_MAX_S": "2", "KOE_FLOAT_VOCODER": "0", "KOE_TORCH_DTYPE": "bfloat16"}
+        )
+    ).engine
+    assert (engine.whole_decode_max_s, engine.float_vocoder, engine.dtype) == (2.0, False, "bfloat16")
