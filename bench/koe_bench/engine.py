@@ -29,9 +29,8 @@ from koe.g2p.misaki import MisakiG2P
 from koe.settings import Settings
 from koe.types import SAMPLE_RATE
 from koe_bench.peer import load_kokoro_onnx
-from koe_bench.soak import rss_bytes
 from koe_bench.stats import fit_line
-from koe_bench.usage import process_peak_mb
+from koe_bench.usage import process_peak_mb, status_mb
 
 #: The text CPU cost is compared on (issue 33's "40-word text"): one call, long enough that the per-call
 #: cost is a small share, as in a streamed answer's later segments.
@@ -100,11 +99,7 @@ class ScalingPoint:
 
 def rss_mb() -> dict[str, float | None]:
     """Resident memory of this process now (Linux's /proc; None elsewhere) and at its peak, in MB."""
-    try:
-        now: float | None = rss_bytes() / 2**20
-    except OSError:
-        now = None
-    return {"now": now, "peak": process_peak_mb()}
+    return {"now": status_mb("VmRSS"), "peak": process_peak_mb()}
 
 
 def _kokoro_onnx(model: bytes, voices: VoiceBank, workdir: Path) -> Callable[[str], np.ndarray]:
