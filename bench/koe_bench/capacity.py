@@ -5,10 +5,12 @@ A round of a level passes when no listener hears an underrun and the first audio
 sentence exists* (p95 where there are ≥ 20 sessions, else the slowest) comes within the threshold: the
 delay koe adds, without the LLM's own time to write the sentence. A level runs a few rounds and passes when
 most of them do, so one burst of background load does not decide it (a single round once read 1.66 s where
-six repeats gave 0.67–0.91 s). Levels double until one fails: a larger N only adds work to the same cores,
-so the run stops there instead of spending minutes on a known answer.
+six repeats gave 0.67–0.91 s). Levels go 1, 2, 3, 4, then double, until one fails: a larger N only adds work
+to the same cores, so the run stops there instead of spending minutes on a known answer.
 RTF under load comes from the server's own ``/metrics`` (synthesis seconds over audio seconds). Gaps and
-silence are counted per listener (each session of each round is one) as well as in total.
+silence are counted per listener (each session of each round is one) as well as in total. A listener the
+server refuses (``over_capacity``, ``queue_saturated``...) is counted by its code and heard by nobody: the
+level's figures are the admitted listeners', and a level with a refusal does not pass.
 
 Against a server in this process (no ``--url``), each level also says what it cost (:mod:`koe_bench.usage`):
 the process's CPU seconds (every thread) and, of them, the clients' share: the CPU time of the thread whose
@@ -51,10 +53,15 @@ from koe_bench.turns import TurnTrace, koe_turn
 from koe_bench.usage import Meter, Spent, status_mb
 
 #: ``koe bench --only capacity``'s report.
-SCHEMA = "koe-bench-capacity/2"
+SCHEMA = "koe-bench-capacity/3"
 JSON_NAME = "capacity.json"
 _SYNTHESIS_SUM = "koe_synthesis_seconds_sum"
 _AUDIO_TOTAL = "koe_audio_seconds_total"
+#: The error codes of a server turning a listener away (admission control), not failing it.
+REFUSALS = frozenset({"over_capacity", "queue_saturated", "too_many_sessions"})
+#: Levels go one listener at a time up to here, then double: a small machine's knee lies among the first few,
+#: where one listener more or less is the answer (and where admission's first refusal should fall).
+EVERY_LEVEL_UP_TO = 4
 #: A neighbour keeping one core busy: a tight loop in pure Python, pinned to no core.
 _HOG = (sys.executable, "-c", "while True: pass")
 
@@ -79,7 +86,8 @@ class Level:
     audio_per_wall_s: float  # seconds of audio delivered per second of wall time, all sessions together
     rounds: int
     rounds_ok: int
-    ok: bool  # most rounds passed
+    ok: bool  # most rounds passed and no listener was refused
+    refused: dict[str, int]  # listeners refused, by the error code they were refused with
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,27 +144,52 @@ async def run_level(
     """``rounds`` rounds of ``sessions`` concurrent koe turns; the level's figures (over every session of
     every round) and every trace."""
     traces: list[TurnTrace] = []
+    refused: dict[str, int] = {}
     rounds_ok = 0
     wall = 0.0
     async with httpx.AsyncClient(base_url=base_url, timeout=30.0) as http:
         before = await _synthesis_totals(http)
         for _ in range(rounds):
             started = time.monotonic()
-            batch = await asyncio.gather(*(koe_turn(base_url, answer, pace, voice) for _ in range(sessions)))
+            outcomes = await asyncio.gather(
+                *(_listen(base_url, answer, pace, voice) for _ in range(sessions))
+            )
             wall += time.monotonic() - started
+            batch = [outcome for outcome in outcomes if isinstance(outcome, TurnTrace)]
+            for code in (outcome for outcome in outcomes if isinstance(outcome, str)):
+                refused[code] = refused.get(code, 0) + 1
             rounds_ok += round_passes(batch, threshold_s)
             traces += batch
         after = await _synthesis_totals(http)
     rtf = None
     if before is not None and after is not None and after[1] > before[1]:
         rtf = (after[0] - before[0]) / (after[1] - before[1])
-    return summarize_level(sessions, traces, rtf, wall, rounds, rounds_ok), traces
+    return summarize_level(sessions, traces, rtf, wall, rounds, rounds_ok, refused), traces
+
+
+async def _listen(base_url: str, answer: str, pace: ReplayPace, voice: str) -> TurnTrace | str:
+    """One listener's trace, or the code of :data:`REFUSALS` the server turned it away with."""
+    try:
+        return await koe_turn(base_url, answer, pace, voice)
+    except (UpstreamError, ExceptionGroup) as exc:
+        errors = exc.exceptions if isinstance(exc, ExceptionGroup) else (exc,)
+        codes = [e.code for e in errors if isinstance(e, UpstreamError) and e.code in REFUSALS]
+        if not codes:
+            raise
+        return codes[0]
 
 
 def summarize_level(
-    sessions: int, traces: list[TurnTrace], rtf: float | None, wall_s: float, rounds: int, rounds_ok: int
+    sessions: int,
+    traces: list[TurnTrace],
+    rtf: float | None,
+    wall_s: float,
+    rounds: int,
+    rounds_ok: int,
+    refused: dict[str, int] | None = None,
 ) -> Level:
-    """The figures of a level's ``traces``, one per listener."""
+    """The figures of a level's ``traces``, one per admitted listener; ``refused``: listeners turned away,
+    by code."""
     playbacks = [t.playback for t in traces]
     audio = sum(c.duration_s for t in traces for c in t.chunks)
     if audio <= 0:
@@ -177,7 +210,8 @@ def summarize_level(
         audio_per_wall_s=audio / wall_s,
         rounds=rounds,
         rounds_ok=rounds_ok,
-        ok=2 * rounds_ok > rounds,
+        ok=2 * rounds_ok > rounds and not refused,
+        refused=dict(refused or {}),
     )
 
 
@@ -228,12 +262,12 @@ def round_passes(traces: list[TurnTrace], threshold_s: float) -> bool:
 
 
 def levels(max_sessions: int) -> list[int]:
-    """1, 2, 4, … up to ``max_sessions`` (which is included even when it is not a power of two)."""
+    """Every N up to :data:`EVERY_LEVEL_UP_TO`, then doubling, up to ``max_sessions`` (which is included even
+    when the steps miss it)."""
     counts = [1]
-    while counts[-1] * 2 <= max_sessions:
-        counts.append(counts[-1] * 2)
-    if counts[-1] != max_sessions:
-        counts.append(max_sessions)
+    while counts[-1] < max_sessions:
+        step = counts[-1] if counts[-1] >= EVERY_LEVEL_UP_TO else 1
+        counts.append(min(counts[-1] + step, max_sessions))
     return counts
 
 

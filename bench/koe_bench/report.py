@@ -124,7 +124,7 @@ def _barge_in(barge: Mapping[str, Any]) -> Section:
 
 
 def capacity_section(capacity: Mapping[str, Any]) -> Section:
-    """The capacity ladder (``koe-bench-capacity/2``): a row per level, then the largest smooth load, what a
+    """The capacity ladder (``koe-bench-capacity/3``): a row per level, then the largest smooth load, what a
     listener-hour costs there, the memory the ladder started from and any busy neighbour."""
     hog = capacity["hog"]
     section = Section(
@@ -140,6 +140,7 @@ def capacity_section(capacity: Mapping[str, Any]) -> Section:
             "audio s per s",
             "audio s per server CPU s (client CPU s)",
             "peak RSS MB (× start)",
+            "refused (by code)",
             "rounds ok",
         ),
     )
@@ -161,6 +162,7 @@ def capacity_section(capacity: Mapping[str, Any]) -> Section:
                 MISSING
                 if usage is None or usage["rss_peak_mb"] is None
                 else f"{usage['rss_peak_mb']:.0f} ({_fixed(usage['rss_peak_over_start'])}×)",
+                _refused(level.get("refused")),
                 f"{level['rounds_ok']}/{level['rounds']} {'yes' if level['ok'] else 'no'}",
             )
         )
@@ -306,6 +308,14 @@ def _markdown(tables: list[Section]) -> str:
 
 def _mb(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f}"
+
+
+def _refused(refused: Mapping[str, int] | None) -> str:
+    """Listeners refused, by code (``2 over_capacity``); a report written before refusals were counted:
+    the missing mark."""
+    if refused is None:
+        return MISSING
+    return ", ".join(f"{count} {code}" for code, count in sorted(refused.items())) or "0"
 
 
 def _fixed(value: float | None, places: int = 2) -> str:

@@ -281,7 +281,9 @@ async def koe_turn(
                 elif isinstance(message, Flushed):
                     return
                 elif isinstance(message, Error):
-                    raise UpstreamError(f"the server answered {message.code}: {message.message}")
+                    raise UpstreamError(
+                        f"the server answered {message.code}: {message.message}", code=message.code
+                    )
 
         return await run_turn(trace, clock, writer, reader)
 

@@ -39,6 +39,14 @@ SIZED_THREADS = 2
 #: Workers on any machine: with one, a listener's long segment makes another's wait behind it (docs/api.md,
 #: "Workers × threads"), so that even one core runs two calls, each slowed, rather than one after another.
 MIN_WORKERS = 2
+#: Admission's share of what the machine makes per second that listeners may need (``capacity_share``). The
+#: machine's figure is its cores times the audio made per CPU-second (koe.scheduler.capacity), ~4 audio-s/s
+#: on this 2-core machine; listeners need more than their real-time second each, since a turn's first
+#: segments are short and cost the most per second of audio, and segments of several listeners queue
+#: behind each other. On the capacity ladder two streamed answers at once (0.5 of the figure) played
+#: without a gap and three (0.75 of it) gapped (docs/benchmarks/capacity.json): 0.6 admits the second
+#: listener while the figure is above 3.3 and refuses the third while it is below 5.
+DEFAULT_CAPACITY_SHARE = 0.6
 #: The lines around the generated table in docs/operations.md (:func:`with_reference`).
 REFERENCE_START = "<!-- settings reference: generated from src/koe/settings.py by `koe settings --update` -->"
 REFERENCE_END = "<!-- end of the settings reference -->"
@@ -281,6 +289,15 @@ class Settings(Group):
         64,
         description="a new turn or request past it: HTTP **503** / WS `error` `queue_saturated` + close "
         "**1013**, with the queue's estimated drain time; continuations of admitted turns are never refused",
+    )
+    capacity_share: float = Field(
+        DEFAULT_CAPACITY_SHARE,
+        ge=0,
+        le=1,
+        description="a new session's first turn or a request that would make the listeners being spoken to "
+        "need more than this share of the audio-seconds per second the machine makes (its cores × the audio "
+        "made per CPU-second): HTTP **503** / WS `error` `over_capacity` + close **1013**, with a retry "
+        "hint; 0 turns it off ([Admission](#admission))",
     )
     segments_ahead: Count = Field(1, description="segments of one turn queued or running at once")
     segment_cache_mb: float = Field(

@@ -12,13 +12,18 @@ from pathlib import Path
 import pytest
 
 from koe.agent.replay import ReplayPace
+from koe.app import create_app
 from koe.machine import usable_cores
+from koe.scheduler.capacity import AudioPerCpu
+from koe.scheduler.cost import SegmentCost
+from koe.settings import Settings
 from koe_bench import capacity, report
 from koe_bench.config import BenchConfig
 from koe_bench.stats import Chunk
 from koe_bench.turns import TurnTrace
 from koe_bench.usage import Spent
-from live_server import ServerFactory
+from live_server import LOOPBACK, ServerFactory, run_server
+from support.fake import fake_speech
 
 #: A short answer streamed fast: each level takes a second or two on the fake engine.
 ANSWER = "Sure, here it is. The fake engine speaks every word of this answer in order."
@@ -62,6 +67,20 @@ def test_the_ladder_stops_at_the_first_level_that_fails(serve_fake: ServerFactor
     assert result["max_sessions_ok"] is None and result["stopped_early"]
     assert result["listener_hour"] is None
     assert report.capacity_section(result).notes[0] == "no level tried was smooth and prompt"
+
+
+def test_a_level_whose_listener_is_refused_does_not_pass_and_counts_the_refusal_by_code() -> None:
+    settings = Settings(host=LOOPBACK, port=0, workers=1, threads_per_worker=1, segment_cache_mb=0)
+    with run_server(create_app(settings, fake_speech(), cost=SegmentCost()), settings) as server:
+        # one core making half an audio-second per CPU-second (a clock that stands still keeps the figure)
+        slow = AudioPerCpu(lambda: 0.0, value=0.5)
+        server.call(lambda: setattr(server.runtime.capacity, "meter", slow))
+        level, traces = asyncio.run(
+            capacity.run_level(server.http_url, 2, ANSWER, PACE, "af_heart", threshold_s=10.0)
+        )
+    assert level.refused == {"over_capacity": 1}
+    assert len(traces) == 1 and level.gap_count == 0  # the admitted listener was heard, smoothly
+    assert level.rounds_ok == 1 and not level.ok  # its round passed, yet a refusal fails the level
 
 
 def _trace(first_sentence_at: float, *chunks: tuple[float, float]) -> TurnTrace:

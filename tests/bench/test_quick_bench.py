@@ -16,10 +16,12 @@ from koe_bench.capacity import levels
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def test_capacity_levels_double_up_to_the_maximum() -> None:
+def test_capacity_levels_step_by_one_up_to_four_then_double_up_to_the_maximum() -> None:
     assert levels(1) == [1]
-    assert levels(8) == [1, 2, 4, 8]
-    assert levels(6) == [1, 2, 4, 6]
+    assert levels(3) == [1, 2, 3]
+    assert levels(8) == [1, 2, 3, 4, 8]
+    assert levels(6) == [1, 2, 3, 4, 6]
+    assert levels(20) == [1, 2, 3, 4, 8, 16, 20]
 
 
 def _summary_ok(summary: dict[str, object], n: int) -> None:

@@ -190,6 +190,7 @@ def test_metrics_are_prometheus_text_with_koe_series(koe_server: LiveServer) -> 
         "koe_real_time_factor_bucket",
         "koe_queue_depth",
         "koe_jobs_running",
+        "koe_listeners_speaking",
         "koe_jobs_total",
         "koe_active_sessions",
         "koe_segments_total",

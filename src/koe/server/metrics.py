@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from koe.pipeline.cache import CacheStats
+from koe.scheduler.capacity import CapacityStats
 from koe.scheduler.queue import SchedulerStats
 
 _LATENCY_BUCKETS_S = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
@@ -69,11 +70,33 @@ class _CacheCollector(Collector):
         )
 
 
+class _CapacityCollector(Collector):
+    """Reads admission's account at scrape time: what a newcomer would be judged on now."""
+
+    def __init__(self, stats: Callable[[], CapacityStats]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats()
+        yield GaugeMetricFamily(
+            "koe_listeners_speaking", "Sessions and requests whose audio is being made", value=stats.speaking
+        )
+        if stats.supply is not None:  # absent until the cost model has measured this machine
+            yield GaugeMetricFamily(
+                "koe_capacity_audio_per_second",
+                "Audio-seconds per second the machine makes: its cores times the audio made per CPU-second",
+                value=stats.supply,
+            )
+
+
 class Metrics:
     """Every metric koe exports; see docs/operations.md, "Metrics", for their meaning."""
 
     def __init__(
-        self, scheduler_stats: Callable[[], SchedulerStats], cache_stats: Callable[[], CacheStats]
+        self,
+        scheduler_stats: Callable[[], SchedulerStats],
+        cache_stats: Callable[[], CacheStats],
+        capacity_stats: Callable[[], CapacityStats],
     ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -97,6 +120,8 @@ class Metrics:
             registry=r,
         )
         self.audio = Counter("koe_audio_seconds", "Seconds of audio synthesized", registry=r)
+        #: the same seconds as a plain number, for admission's meter (koe.scheduler.capacity)
+        self.audio_made_s = 0.0
         self.segments = Counter("koe_segments", "Segments synthesized", registry=r)
         self.turns = Counter("koe_turns", "Turns finished, by outcome", ["outcome"], registry=r)
         self.cancels = Counter("koe_cancels", "Cancel (barge-in) messages acted on", registry=r)
@@ -127,6 +152,7 @@ class Metrics:
         )
         r.register(_SchedulerCollector(scheduler_stats))
         r.register(_CacheCollector(cache_stats))
+        r.register(_CapacityCollector(capacity_stats))
 
     def synthesized(self, took_s: float, audio_s: float) -> None:
         """One segment synthesized (the pipeline's :class:`~koe.pipeline.speaker.Observer`)."""
@@ -134,6 +160,7 @@ class Metrics:
         self.segments.inc()
         if audio_s > 0:
             self.audio.inc(audio_s)
+            self.audio_made_s += audio_s
             self.rtf.observe(took_s / audio_s)
 
     def engine_call(self, size: int, seconds: float) -> None:

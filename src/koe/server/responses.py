@@ -62,6 +62,7 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float, 
     held = ExitStack()
     synthesizer = held.enter_context(runtime.admitted("http"))
     try:
+        held.enter_context(runtime.capacity.seat().speaking())  # a request is a listener of its own
         with field_named("voice"):
             voice = synthesizer.voice(request.voice, request.speed, request.lang, request.lexicon)
         # a 400 now rather than failed segments later; in a thread, as reading SSML costs time linear in it

@@ -29,6 +29,7 @@ from koe.pipeline.precache import parse_openers, precache
 from koe.pipeline.speech import Speech, SpeechOptions, installed_langs
 from koe.pipeline.synthesizer import Synthesizer
 from koe.scheduler.batch import BatchGroup
+from koe.scheduler.capacity import Capacity
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import MIN_RETRY_AFTER_S, Scheduler
 from koe.server.measurement import TIMED, CostMeasurement
@@ -94,12 +95,22 @@ class Runtime:
         self._known_cost = cost
         self.openai_voices = openai_voices(settings.openai_voices)  # a bad setting stops the start here
         self.cache = SegmentCache.of_megabytes(settings.segment_cache_mb)
-        self.metrics = Metrics(lambda: self.scheduler.stats, lambda: self.cache.stats)
+        self.metrics = Metrics(
+            lambda: self.scheduler.stats, lambda: self.cache.stats, lambda: self.capacity.stats
+        )
         self.scheduler = Scheduler(
             settings.layout.workers,
             settings.max_queued_jobs,
             batch_window_s=settings.batch_window_s,
             observer=self.metrics,
+        )
+        #: sessions and requests admitted by what the machine makes per second (each session's first turn)
+        layout = settings.layout
+        self.capacity = Capacity(
+            min(layout.cores, layout.workers * layout.threads),
+            settings.capacity_share,
+            self._audio_made_s,
+            self.scheduler.retry_after_s,
         )
         self._openers = parse_openers(settings.precache, settings.default_voice)
         self._given = speech
@@ -240,6 +251,10 @@ class Runtime:
             measurement.when_idle, self.scheduler, cost, self._nothing_open, time_utterances=kept is None
         )
         return cost
+
+    def _audio_made_s(self) -> float | None:
+        """Seconds of audio synthesized for listeners so far; ``None`` until the model is loaded and warm."""
+        return None if self._synthesizer is None else self.metrics.audio_made_s
 
     def _nothing_open(self) -> bool:
         """No session or request is open (read on the event loop)."""

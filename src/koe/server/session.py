@@ -75,6 +75,7 @@ class Session:
         self._options = TurnOptions(self._settings.default_voice, 1.0, SAMPLE_RATE, AudioFormat.PCM)
         self._query = query
         self._listener = Listener()
+        self._seat = runtime.capacity.seat()
         self._outbox = Outbox(self._settings.audio_high_water_s, self._settings.audio_low_water_s)
         self._turns: list[Turn] = []
         self._open: Turn | None = None
@@ -260,6 +261,7 @@ class Session:
             outbox=self._outbox,
             frame_s=self._settings.frame_s,
             report=self._report,
+            seat=self._seat,
             request_id=request_id,
         )
         self._next_turn += 1

@@ -16,6 +16,7 @@ from koe.audio.encoder import StreamEncoder
 from koe.audio.formats import AudioFormat
 from koe.errors import KoeError, OverloadedError
 from koe.pipeline.speaker import SegmentAudio, SegmentEnded, SegmentFailed, SegmentStarted, Speaker
+from koe.scheduler.capacity import Seat
 from koe.server.dialects import SPECS
 from koe.server.outbox import Outbox
 from koe.wire.messages import Dialect, ServerMessage, TurnOptions, encode
@@ -39,6 +40,8 @@ class Turn:
         options: the settings in force for the whole turn.
         speaker: its segments' synthesis, read as events.
         report: the session's error handler (decides whether the session survives the error).
+        seat: the session's place in the capacity account: counted while the turn speaks, checked if it
+            is the session's first turn to speak.
     """
 
     def __init__(
@@ -51,6 +54,7 @@ class Turn:
         outbox: Outbox,
         frame_s: float,
         report: Callable[[KoeError], object],
+        seat: Seat,
         request_id: str | int | None = None,
     ) -> None:
         self.number = number
@@ -65,6 +69,7 @@ class Turn:
         self._outbox = outbox
         self._frame_s = frame_s
         self._report = report
+        self._seat = seat
         self._opened_at = time.monotonic()
         self._replies = SPECS[opened_by].replies(number, options.words, request_id)
 
@@ -93,7 +98,8 @@ class Turn:
         try:
             if after is not None:
                 await asyncio.wait([after])
-            await self._speak()
+            with self._seat.speaking():
+                await self._speak()
         except OverloadedError as exc:
             self.speaker.tally.outcome = "refused"
             self._report(exc)

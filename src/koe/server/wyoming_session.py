@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 import uuid
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 
 from koe import __version__
@@ -177,6 +177,7 @@ class WyomingSession:
         self._synthesizer = synthesizer
         self._decoder = EventDecoder()
         self._listener = Listener()
+        self._seat = runtime.capacity.seat()  # checked at its first answer with audio
         self._outbox = Outbox(self._settings.audio_high_water_s, self._settings.audio_low_water_s)
         self._answers: list[_Answer] = []
         self._open: _Answer | None = None  # a streamed request between its start and its stop
@@ -449,9 +450,12 @@ class WyomingSession:
         """``audio-start``, the audio as it is made, ``audio-stop`` (and ``synthesize-stopped`` for a
         streamed request); a failed segment is reported and skipped."""
         rate = SAMPLE_RATE
-        self._send(answer, AudioStart(rate))
-        if answer.speaker is not None:
-            await self._audio(answer.number, answer.speaker, rate)
+        speaker = answer.speaker
+        # counted while its audio is made; a refusal (``over_capacity``) comes before ``audio-start``
+        with self._seat.speaking() if speaker is not None else nullcontext():
+            self._send(answer, AudioStart(rate))
+            if speaker is not None:
+                await self._audio(answer.number, speaker, rate)
         self._send(answer, AudioStop())
         if answer.streamed:
             self._send(answer, SynthesizeStopped())

@@ -58,6 +58,7 @@ _BY_CODE: dict[str, ErrorRoute] = {
     "replies_unread": ErrorRoute(429, WS_POLICY_VIOLATION),  # a client that sends but never reads
     "idle_timeout": ErrorRoute(408, WS_POLICY_VIOLATION),
     "queue_saturated": ErrorRoute(503, WS_TRY_AGAIN_LATER),
+    "over_capacity": ErrorRoute(503, WS_TRY_AGAIN_LATER),  # a newcomer would make every listener gap
     "too_many_sessions": ErrorRoute(503, WS_TRY_AGAIN_LATER),
     "not_ready": ErrorRoute(503, WS_TRY_AGAIN_LATER),
     "shutting_down": ErrorRoute(503, WS_GOING_AWAY),
