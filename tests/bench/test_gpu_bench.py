@@ -15,7 +15,18 @@ import pytest
 from koe.errors import ConfigError
 from koe.pipeline.speech import Speech
 from koe.settings import Settings
-from koe_bench.gpu import QUICK_LADDER, GpuBenchConfig, _passes_between, _shapes, _without_buckets, run, write
+from koe_bench.capacity import Level, LevelUsage
+from koe_bench.gpu import (
+    QUICK_LADDER,
+    GpuBenchConfig,
+    _passes_between,
+    _shapes,
+    _without_buckets,
+    cores_per_session,
+    run,
+    write,
+)
+from koe_bench.stats import summarize
 
 ANSWER = "Sure. The museum opens at nine."
 SCRIPT = Path(__file__).parents[2] / "bench" / "gpu_ladder.sh"
@@ -56,6 +67,34 @@ def test_the_ladder_runs_on_cpu_in_both_modes_and_writes_its_results(
     paths = write(report, tmp_path)
     assert json.loads(paths["json"].read_text())["plot"] == "bench-torch-cpu.png"
     assert paths["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_sessions_share_of_a_core_is_the_servers_cpu_over_the_levels_wall_time_per_session() -> None:
+    once = summarize([0.1])
+    level = Level(
+        sessions=4,
+        first_audio_after_sentence_s=once,
+        first_audio_after_sentence_worst_s=0.1,
+        worst_is="max",
+        gap_count=0,
+        gap_total_s=0.0,
+        gaps_per_listener=once,
+        silence_per_listener_s=once,
+        max_gap_s=0.0,
+        audio_s=80.0,
+        rtf=None,
+        audio_per_wall_s=4.0,
+        rounds=1,
+        rounds_ok=1,
+        ok=True,
+        refused={},
+    )
+    usage = LevelUsage(
+        cpu_s=12.0, client_cpu_s=2.0, audio_per_cpu_s=8.0, rss_peak_mb=None, rss_peak_over_start=None
+    )
+    # 80 audio-s at 4 a second: 20 s of wall time; the server's 10 CPU-s (the clients' 2 left out) over it
+    # keep half a core busy, an eighth of one per session
+    assert cores_per_session(level, usage) == pytest.approx(0.125)
 
 
 def test_max_sessions_cuts_the_ladder_and_is_its_last_rung(tmp_path: Path) -> None:
