@@ -64,8 +64,10 @@ def _factory(speech: Speech) -> ServerFactory:
         sock: socket.socket | None = None, uvicorn: dict[str, Any] | None = None, **overrides: Any
     ) -> Iterator[LiveServer]:
         # no segment cache unless asked for: tests share servers, and a hit from another test's turn would
-        # make this one's synthesis instant (tests/pipeline/test_cache.py and tests/server/test_cache_*.py)
-        defaults = {"host": LOOPBACK, "port": 0, "segment_cache_mb": 0}
+        # make this one's synthesis instant (tests/pipeline/test_cache.py and tests/server/test_cache_*.py);
+        # no admission by the machine's speed, whose meter would charge the test process's other work (the
+        # ASR, other servers) to this server's audio (tests/server/test_server_capacity.py scripts it)
+        defaults = {"host": LOOPBACK, "port": 0, "segment_cache_mb": 0, "capacity_share": 0.0}
         settings = Settings(**{**defaults, **overrides})
         with run_server(warm_app(settings, speech), settings, sock, **(uvicorn or {})) as live:
             yield live
@@ -87,8 +89,9 @@ def serve_app(speech: Speech) -> ServerFactory:
 @pytest.fixture(scope="session")
 def koe_server(speech: Speech) -> Iterator[LiveServer]:
     """The shared server with default limits (warm-up on, so its cost model is fitted as in production), but
-    no segment cache: its tests would hear each other's segments."""
-    settings = Settings(host=LOOPBACK, port=0, segment_cache_mb=0)
+    no segment cache (its tests would hear each other's segments) and no admission by the machine's speed
+    (the test process's other work would be charged to its audio)."""
+    settings = Settings(host=LOOPBACK, port=0, segment_cache_mb=0, capacity_share=0.0)
     with run_server(create_app(settings, speech), settings) as live:
         yield live
 

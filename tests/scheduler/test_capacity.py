@@ -10,30 +10,29 @@ from koe.errors import OverloadedError
 from koe.scheduler.capacity import OVER_CAPACITY, WINDOW_AUDIO_S, AudioPerCpu, Capacity
 
 RETRY_S = 2.5
+#: A streamed answer's typical segment.
+SEGMENT_S = 4.0
 
 
 class Machine:
-    """A scripted process: audio made and the CPU seconds it cost, advanced by hand."""
+    """A scripted process: its CPU seconds, advanced by hand as audio is made."""
 
     def __init__(self) -> None:
-        self.audio_s = 0.0
         self.cpu_s = 0.0
-        self.loaded = True
-
-    def made(self, audio_s: float, per_cpu_s: float) -> None:
-        """``audio_s`` of audio made at ``per_cpu_s`` audio-seconds per CPU-second."""
-        self.audio_s += audio_s
-        self.cpu_s += audio_s / per_cpu_s
-
-    def audio_made_s(self) -> float | None:
-        return self.audio_s if self.loaded else None
 
 
 def capacity(
     machine: Machine, *, cores: float = 2, share: float = 0.6, value: float | None = None
 ) -> Capacity:
     meter = AudioPerCpu(lambda: machine.cpu_s, value)
-    return Capacity(cores, share, machine.audio_made_s, lambda: RETRY_S, meter)
+    return Capacity(cores, share, lambda: RETRY_S, meter)
+
+
+def make(account: Capacity, machine: Machine, audio_s: float, per_cpu_s: float) -> None:
+    """``audio_s`` of audio made in segments of :data:`SEGMENT_S` at ``per_cpu_s`` audio-s per CPU-s."""
+    for _ in range(round(audio_s / SEGMENT_S)):
+        machine.cpu_s += SEGMENT_S / per_cpu_s
+        account.made(SEGMENT_S)
 
 
 def admitted(account: Capacity, seats: int, held: ExitStack) -> int:
@@ -61,27 +60,15 @@ def test_listeners_are_admitted_up_to_the_share_of_what_the_cores_make_and_the_n
 def test_the_figure_is_the_audio_made_per_cpu_second_over_windows_of_audio() -> None:
     machine = Machine()
     account = capacity(machine, cores=2)
-    assert account.supply() is None  # the first reading is the baseline
-    machine.made(WINDOW_AUDIO_S / 2, per_cpu_s=2.0)
-    assert account.supply() is None  # half a window: no figure yet
-    machine.made(WINDOW_AUDIO_S / 2, per_cpu_s=2.0)
-    assert account.supply() == pytest.approx(4.0)
-    for _ in range(8):  # the machine got slower: each window is believed in part, the figure follows
-        machine.made(WINDOW_AUDIO_S, per_cpu_s=1.0)
-        account.supply()
-    assert account.supply() == pytest.approx(2.0, rel=0.01)
-
-
-def test_cpu_spent_before_the_model_is_loaded_is_not_charged_to_the_audio() -> None:
-    machine = Machine()
-    machine.loaded = False
-    account = capacity(machine, cores=1)
-    machine.cpu_s = 30.0  # loading and warming the model
+    machine.cpu_s = 30.0  # loading and warming the model: charged to no audio
+    make(account, machine, SEGMENT_S, per_cpu_s=2.0)  # the first segment opens the first window
     assert account.supply() is None
-    machine.loaded = True
-    assert account.supply() is None  # the baseline is taken now
-    machine.made(WINDOW_AUDIO_S, per_cpu_s=3.0)
-    assert account.supply() == pytest.approx(3.0)
+    make(account, machine, WINDOW_AUDIO_S - SEGMENT_S, per_cpu_s=2.0)
+    assert account.supply() is None  # a window not yet full: no figure yet
+    make(account, machine, SEGMENT_S, per_cpu_s=2.0)
+    assert account.supply() == pytest.approx(4.0)
+    make(account, machine, 8 * WINDOW_AUDIO_S, per_cpu_s=1.0)  # slower: each window believed in part
+    assert account.supply() == pytest.approx(2.0, rel=0.01)
 
 
 def test_a_seat_that_spoke_is_not_checked_again_but_counts_while_it_speaks() -> None:
@@ -121,11 +108,9 @@ def test_nothing_is_refused_while_the_meter_holds_no_figure() -> None:
     account = capacity(machine, cores=1)
     with ExitStack() as held:
         assert admitted(account, 10, held) == 10
-    machine.made(WINDOW_AUDIO_S, per_cpu_s=0.05)  # one window, 20× slower than real time on the one core
+    make(account, machine, SEGMENT_S + WINDOW_AUDIO_S, per_cpu_s=0.05)  # 20× slower than real time
     with ExitStack() as held:
         assert admitted(account, 10, held) == 1
-    machine.loaded = False  # no model: no figure
-    assert account.supply() is None
 
 
 def test_the_first_listener_is_admitted_however_slow_the_machine() -> None:

@@ -33,20 +33,17 @@ TEXT = "Hello there."
 AUDIO_PER_CPU_S = 4.0
 
 
-class ScriptedCpu:
-    """A CPU clock that advances by the audio the server has made over ``audio_per_cpu_s``."""
+class ScriptedMeter(AudioPerCpu):
+    """The server's meter on a CPU clock that advances by each segment's audio over ``audio_per_cpu_s``."""
 
-    def __init__(self, live: LiveServer, audio_per_cpu_s: float) -> None:
-        self.audio_per_cpu_s = audio_per_cpu_s
+    def __init__(self, audio_per_cpu_s: float | None) -> None:
+        super().__init__(lambda: self.spent_s, audio_per_cpu_s)
+        self.audio_per_cpu_s = audio_per_cpu_s or 1.0
         self.spent_s = 0.0
-        self._metrics = live.runtime.metrics
-        self._seen_s = 0.0
 
-    def __call__(self) -> float:
-        made = self._metrics.audio_made_s
-        self.spent_s += (made - self._seen_s) / self.audio_per_cpu_s
-        self._seen_s = made
-        return self.spent_s
+    def made(self, audio_s: float) -> None:
+        self.spent_s += audio_s / self.audio_per_cpu_s
+        super().made(audio_s)
 
 
 @contextmanager
@@ -54,7 +51,7 @@ def serve(
     engine: FakeEngine, audio_per_cpu_s: float | None = AUDIO_PER_CPU_S, **overrides: Any
 ) -> Iterator[LiveServer]:
     """A server on ``engine`` with one core for its calls, whose meter starts at ``audio_per_cpu_s`` and
-    follows :class:`ScriptedCpu`."""
+    follows :class:`ScriptedMeter`."""
     settings = Settings(
         **{
             "host": LOOPBACK,
@@ -71,12 +68,11 @@ def serve(
         yield live
 
 
-def script_meter(live: LiveServer, audio_per_cpu_s: float | None) -> ScriptedCpu:
-    """The server's meter replaced by one that starts at ``audio_per_cpu_s`` on a :class:`ScriptedCpu`."""
-    cpu = ScriptedCpu(live, audio_per_cpu_s or 1.0)
-    meter = AudioPerCpu(cpu, audio_per_cpu_s)
+def script_meter(live: LiveServer, audio_per_cpu_s: float | None) -> ScriptedMeter:
+    """The server's meter replaced by a :class:`ScriptedMeter` starting at ``audio_per_cpu_s``."""
+    meter = ScriptedMeter(audio_per_cpu_s)
     live.call(lambda: setattr(live.runtime.capacity, "meter", meter))
-    return cpu
+    return meter
 
 
 def speaking(live: LiveServer) -> int:
@@ -192,8 +188,8 @@ def test_a_machine_that_makes_less_audio_per_cpu_second_admits_fewer_listeners()
     engine = FakeEngine()
     with serve(engine) as live:
         url = live.ws_url + "/v1/stream"
-        cpu = script_meter(live, AUDIO_PER_CPU_S)
-        cpu.audio_per_cpu_s = 1.0  # from now on each audio-second costs four times the CPU
+        meter = script_meter(live, AUDIO_PER_CPU_S)
+        meter.audio_per_cpu_s = 1.0  # from now on each audio-second costs four times the CPU
 
         async def slowed() -> None:
             async with connect(url) as a:  # alone: admitted, and its audio fills the meter's windows

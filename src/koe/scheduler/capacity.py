@@ -16,7 +16,8 @@ overstates what the machine gives by about that factor, and one learned under lo
 A newcomer is refused (``over_capacity``, routed as ``queue_saturated`` is) when the listeners then being
 spoken to would need more than ``share`` of what the machine gives. Never refused: the first listener
 (nobody's audio is at stake), and any listener while the meter holds no figure (until
-:data:`WINDOW_AUDIO_S` of audio has been made since the model was loaded).
+:data:`WINDOW_AUDIO_S` of audio has been made for listeners after the first segment: the CPU of loading
+and warming the model made no listener's audio).
 
 What the CPU figure does not see: a neighbour process taking cores (the figure is this process's own
 cost), and CPU this process spends on other work than speech (the local LLM of the page's agent, openers
@@ -54,33 +55,32 @@ WINDOW_WEIGHT = 0.5
 class AudioPerCpu:
     """Audio-seconds made per CPU-second of this process, over windows of :data:`WINDOW_AUDIO_S` of audio.
 
-    Read lazily: each :meth:`read` closes the window in progress if it holds enough audio, so no thread
-    has to tick it. The first read is the baseline (taken once the model is loaded: loading and warming
-    it cost CPU that made no listener's audio).
+    Told of every segment made (:meth:`made`); the first opens the first window, so that the CPU spent
+    before it (loading and warming the model) is charged to nobody.
 
     Args:
         cpu_s: this process's CPU seconds so far (every thread).
-        value: the figure to start from (``None``: none until a window is read).
+        value: the figure to start from (``None``: none until a window closes).
     """
 
     def __init__(self, cpu_s: Callable[[], float] = time.process_time, value: float | None = None) -> None:
         self._cpu_s = cpu_s
-        self._start: tuple[float, float] | None = None  # (audio made, CPU seconds) when the window opened
+        self._start_cpu_s: float | None = None
+        self._audio_s = 0.0  # made since the window opened
         self.value = value
 
-    def read(self, audio_made_s: float) -> float | None:
-        """The figure, after folding in the window in progress if it holds enough audio; ``None`` until
-        one window has."""
+    def made(self, audio_s: float) -> None:
+        """A segment of ``audio_s`` seconds was made; closes the window once it holds enough audio."""
         cpu_s = self._cpu_s()
-        if self._start is None:
-            self._start = (audio_made_s, cpu_s)
-            return self.value
-        audio_s, spent_s = audio_made_s - self._start[0], cpu_s - self._start[1]
-        if audio_s >= WINDOW_AUDIO_S and spent_s > 0:
-            rate = audio_s / spent_s
+        if self._start_cpu_s is None:
+            self._start_cpu_s = cpu_s
+            return
+        self._audio_s += audio_s
+        spent_s = cpu_s - self._start_cpu_s
+        if self._audio_s >= WINDOW_AUDIO_S and spent_s > 0:
+            rate = self._audio_s / spent_s
             self.value = rate if self.value is None else self.value + WINDOW_WEIGHT * (rate - self.value)
-            self._start = (audio_made_s, cpu_s)
-        return self.value
+            self._start_cpu_s, self._audio_s = cpu_s, 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +100,15 @@ class Capacity:
         cores: the cores the synthesis calls can use at once.
         share: the share of what the machine gives that listeners may need before a newcomer is refused;
             0 never refuses.
-        audio_made_s: seconds of audio synthesized so far for listeners (cache replays left out), ``None``
-            until the model is loaded.
         retry_after_s: the retry hint sent with a refusal.
-        meter: what prices the machine (default: this process's CPU).
+        meter: what prices the machine (default: this process's CPU), told of each segment made for a
+            listener (:meth:`made`).
     """
 
     def __init__(
         self,
         cores: float,
         share: float,
-        audio_made_s: Callable[[], float | None],
         retry_after_s: Callable[[], float],
         meter: AudioPerCpu | None = None,
     ) -> None:
@@ -118,18 +116,18 @@ class Capacity:
             raise ValueError(f"expected cores > 0 and 0 <= share <= 1, got {cores} and {share}")
         self.cores = cores
         self.share = share
-        self._audio_made_s = audio_made_s
         self._retry_after_s = retry_after_s
         self.meter = meter or AudioPerCpu()
         self.speaking = 0  # seats speaking now
         self.refused = 0
 
+    def made(self, audio_s: float) -> None:
+        """A segment of ``audio_s`` seconds was synthesized for a listener (a cache replay was not)."""
+        self.meter.made(audio_s)
+
     def supply(self) -> float | None:
         """Audio-seconds per second the machine gives; ``None`` while the meter holds no figure."""
-        made = self._audio_made_s()
-        if made is None:
-            return None
-        per_cpu_s = self.meter.read(made)
+        per_cpu_s = self.meter.value
         return None if per_cpu_s is None else self.cores * per_cpu_s
 
     @property

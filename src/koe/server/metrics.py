@@ -120,8 +120,6 @@ class Metrics:
             registry=r,
         )
         self.audio = Counter("koe_audio_seconds", "Seconds of audio synthesized", registry=r)
-        #: the same seconds as a plain number, for admission's meter (koe.scheduler.capacity)
-        self.audio_made_s = 0.0
         self.segments = Counter("koe_segments", "Segments synthesized", registry=r)
         self.turns = Counter("koe_turns", "Turns finished, by outcome", ["outcome"], registry=r)
         self.cancels = Counter("koe_cancels", "Cancel (barge-in) messages acted on", registry=r)
@@ -160,7 +158,6 @@ class Metrics:
         self.segments.inc()
         if audio_s > 0:
             self.audio.inc(audio_s)
-            self.audio_made_s += audio_s
             self.rtf.observe(took_s / audio_s)
 
     def engine_call(self, size: int, seconds: float) -> None:

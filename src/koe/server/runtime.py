@@ -109,7 +109,6 @@ class Runtime:
         self.capacity = Capacity(
             min(layout.cores, layout.workers * layout.threads),
             settings.capacity_share,
-            self._audio_made_s,
             self.scheduler.retry_after_s,
         )
         self._openers = parse_openers(settings.precache, settings.default_voice)
@@ -205,7 +204,7 @@ class Runtime:
             speech,
             self.scheduler,
             cost,
-            self.metrics,
+            _Measured(self.metrics, self.capacity),
             lookahead=self.settings.segments_ahead,
             windowed=self.settings.windowed,
             windowed_first=self.settings.windowed_first,
@@ -251,10 +250,6 @@ class Runtime:
             measurement.when_idle, self.scheduler, cost, self._nothing_open, time_utterances=kept is None
         )
         return cost
-
-    def _audio_made_s(self) -> float | None:
-        """Seconds of audio synthesized for listeners so far; ``None`` until the model is loaded and warm."""
-        return None if self._synthesizer is None else self.metrics.audio_made_s
 
     def _nothing_open(self) -> bool:
         """No session or request is open (read on the event loop)."""
@@ -310,3 +305,18 @@ class Runtime:
             task.cancel()
         await self.scheduler.aclose(self.settings.shutdown_grace_s)
         self.encoders.shutdown(wait=False, cancel_futures=True)  # a running encoding finishes on its own
+
+
+class _Measured:
+    """What the speakers measure, told to the metrics and, for each segment made, to admission's meter."""
+
+    def __init__(self, metrics: Metrics, capacity: Capacity) -> None:
+        self._metrics = metrics
+        self._capacity = capacity
+
+    def synthesized(self, took_s: float, audio_s: float) -> None:
+        self._metrics.synthesized(took_s, audio_s)
+        self._capacity.made(audio_s)
+
+    def first_audio(self, transport: str, latency_s: float) -> None:
+        self._metrics.first_audio(transport, latency_s)
