@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
@@ -97,6 +97,17 @@ async def refused(ws: ClientConnection) -> tuple[dict[str, Any], int | None]:
     return error, close_code(closed.value)
 
 
+@asynccontextmanager
+async def two_speaking(live: LiveServer) -> AsyncIterator[tuple[ClientConnection, ClientConnection]]:
+    """Two sessions whose first turns are being spoken (held at the fake engine's gate)."""
+    url = live.ws_url + "/v1/stream"
+    async with connect(url) as first, connect(url) as second:
+        await speak(first)
+        await speak(second)
+        await asyncio.to_thread(wait_speaking, live, 2)
+        yield first, second
+
+
 async def flushed(ws: ClientConnection, turn: int) -> list[Any]:
     """Flush, and every event up to that turn's ``flushed``."""
     await send(ws, {"type": "flush"})
@@ -108,13 +119,7 @@ def test_listeners_past_the_share_of_the_machines_speed_are_refused_with_a_retry
     with serve(FakeEngine(gate=held)) as live:
 
         async def main() -> None:
-            async with (
-                connect(live.ws_url + "/v1/stream") as first,
-                connect(live.ws_url + "/v1/stream") as second,
-            ):
-                await speak(first)
-                await speak(second)
-                await asyncio.to_thread(wait_speaking, live, 2)
+            async with two_speaking(live) as (first, second):
                 assert await asyncio.to_thread(metric, live, "koe_listeners_speaking") == 2
                 supply = await asyncio.to_thread(metric, live, "koe_capacity_audio_per_second")
                 assert supply == pytest.approx(AUDIO_PER_CPU_S)  # what the third is judged on
@@ -149,10 +154,7 @@ def test_when_a_listener_is_done_the_next_is_admitted_while_the_other_still_spea
 
         async def main() -> None:
             url = live.ws_url + "/v1/stream"
-            async with connect(url) as first, connect(url) as second:
-                await speak(first)
-                await speak(second)
-                await asyncio.to_thread(wait_speaking, live, 2)
+            async with two_speaking(live) as (_, second):
                 await send(second, {"type": "cancel"})  # its turn is over: the machine has room again
                 await until(second, lambda m: m.get("type") == "cancelled")
                 await asyncio.to_thread(wait_speaking, live, 1)
@@ -219,11 +221,7 @@ def test_a_wyoming_request_past_the_share_is_refused_before_its_audio_and_a_late
             return AsyncTcpClient(LOOPBACK, port, read_timeout=WAIT_S)
 
         async def main() -> None:
-            url = live.ws_url + "/v1/stream"
-            async with connect(url) as first, connect(url) as second:
-                await speak(first)
-                await speak(second)
-                await asyncio.to_thread(wait_speaking, live, 2)
+            async with two_speaking(live) as (first, second):
                 async with wyoming() as newcomer:
                     await newcomer.write_event(Synthesize(text=TEXT).event())
                     event = await newcomer.read_event()

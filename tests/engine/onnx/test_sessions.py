@@ -157,18 +157,23 @@ def test_a_cache_that_cannot_be_written_still_gives_a_session(tmp_path: Path) ->
     np.testing.assert_array_equal(_run(session), _run(ort.InferenceSession(_graph(1.0), providers=_CPU)))
 
 
+def _kokoro_feeds(seed: int, tokens: int) -> dict[str, np.ndarray]:
+    """Kokoro's inputs: ``tokens`` random phoneme ids between the pads, a random style, speed 1."""
+    rng = np.random.default_rng(seed)
+    return {
+        "tokens": np.array([[0, *rng.integers(1, 150, tokens), 0]], dtype=np.int64),
+        "style": (rng.standard_normal((1, 256)) * 0.2).astype(np.float32),
+        "speed": np.array([1.0], dtype=np.float32),
+    }
+
+
 @pytest.mark.model
 def test_kokoros_graph_from_its_kept_optimized_form_decodes_the_same_bits(tmp_path: Path) -> None:
     model = packaged_model_bytes()
     OptimizedSessions(2, _ALL, _CPU, tmp_path)(model)  # optimizes and keeps it
     kept = OptimizedSessions(2, _ALL, _CPU, tmp_path)(model)
     fresh = OptimizedSessions(2, _ALL, _CPU)(model)  # optimized in memory from the model's bytes, as before
-    rng = np.random.default_rng(3)
-    feeds = {
-        "tokens": np.array([[0, *rng.integers(1, 150, 40), 0]], dtype=np.int64),
-        "style": (rng.standard_normal((1, 256)) * 0.2).astype(np.float32),
-        "speed": np.array([1.0], dtype=np.float32),
-    }
+    feeds = _kokoro_feeds(seed=3, tokens=40)
     audio = fresh.run(None, feeds)[0]
     assert audio.size > 0
     np.testing.assert_array_equal(kept.run(None, feeds)[0], audio)
@@ -185,12 +190,7 @@ def test_kokoro_decodes_the_same_bits_without_a_memory_pattern(tmp_path: Path) -
     options.enable_mem_pattern = True
     patterned = ort.InferenceSession(rewritten.model, options, providers=_CPU)
     ours = OptimizedSessions(2, _ALL, _CPU)(rewritten.model)
-    rng = np.random.default_rng(5)
-    feeds = {
-        "tokens": np.array([[0, *rng.integers(1, 150, 30), 0]], dtype=np.int64),
-        "style": (rng.standard_normal((1, 256)) * 0.2).astype(np.float32),
-        "speed": np.array([1.0], dtype=np.float32),
-    }
+    feeds = _kokoro_feeds(seed=5, tokens=30)
     first = patterned.run(None, feeds)[0]
     again = patterned.run(None, feeds)[0]  # laid out by the pattern the first run left
     np.testing.assert_array_equal(again, first)
