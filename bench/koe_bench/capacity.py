@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import httpx
@@ -44,6 +44,7 @@ from koe.agent.replay import ReplayPace
 from koe.errors import UpstreamError
 from koe.machine import usable_cores
 from koe.pipeline.speech import Speech, SpeechOptions
+from koe.settings import Settings
 from koe_bench.config import BenchConfig
 from koe_bench.runstamp import pace_fields, report_head, stamp_end
 from koe_bench.stats import Summary, summarize, worst_case
@@ -332,11 +333,17 @@ def busy_neighbours(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
         yield [stack.enter_context(tethered(list(_HOG))) for _ in range(count)]
 
 
+def ladder_settings() -> Settings:
+    """The ladder's server: the bench's, with admission as ``koe serve`` reads it. Its meter prices the
+    machine from the ladder's first segment on, while nothing else in this process works."""
+    return replace(bench_settings(), capacity_share=Settings.from_env(port=0).capacity_share)
+
+
 def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     """``koe bench --only capacity``: the ladder alone, on one koe server in this process (segment cache
     off, as in the full run), the report."""
     started = time.monotonic()
-    settings = bench_settings()
+    settings = ladder_settings()
     report = report_head(
         SCHEMA,
         command,

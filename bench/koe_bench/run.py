@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, replace
 from functools import partial
 from importlib.metadata import version
@@ -152,9 +152,16 @@ async def _barge_in(config: BenchConfig, url: str, steps: _Steps) -> dict[str, A
     }
 
 
-async def _capacity(config: BenchConfig, url: str, steps: _Steps) -> dict[str, Any]:
+async def _capacity(config: BenchConfig, url: str, speech: Speech, steps: _Steps) -> dict[str, Any]:
+    """The ladder against the target, or, in this process, on a server of its own with admission on
+    (:func:`koe_bench.capacity.ladder_settings`)."""
     step = steps.add("4 capacity (N sessions)", len(capacity.levels(config.max_sessions)))
-    result = await capacity.ladder(url, config, step)
+    with (
+        nullcontext(url)
+        if config.url is not None
+        else in_process_server(capacity.ladder_settings(), speech) as ladder_url
+    ):
+        result = await capacity.ladder(ladder_url, config, step)
     step.stop()
     return result
 
@@ -252,7 +259,7 @@ async def _serve_and_measure(
             report["scenarios"]["agent"] = agent
             report["scenarios"]["peer"] = await _peer(config, url, kokoro, steps)
             report["scenarios"]["barge_in"] = await _barge_in(config, url, steps)
-            report["scenarios"]["capacity"] = await _capacity(config, url, steps)
+            report["scenarios"]["capacity"] = await _capacity(config, url, speech, steps)
             report["scenarios"]["reading"] = await _reading(config, url, steps)
             step = steps.add("7 languages (en-us / ja / es)", 2 * len(languages.ANSWERS) * config.repeats)
             report["scenarios"]["languages"] = await languages.measure(config, url, step)

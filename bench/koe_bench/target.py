@@ -65,8 +65,10 @@ def _status(response: httpx.Response) -> object:
 def bench_settings() -> Settings:
     """The server's settings as ``koe serve`` reads them, on a free port, with the segment cache off: a
     benchmark says the same text again and again, and a replay is not synthesis (the openers scenario
-    measures the cache on its own)."""
-    return replace(Settings.from_env(port=0), segment_cache_mb=0.0)
+    measures the cache on its own). And no admission by the machine's speed: this process also runs the
+    ASR, kokoro-onnx and every client, whose CPU the server's meter would charge to its audio; the
+    capacity ladder runs on a server of its own with it (:func:`koe_bench.capacity.ladder_settings`)."""
+    return replace(Settings.from_env(port=0), segment_cache_mb=0.0, capacity_share=0.0)
 
 
 @contextmanager
