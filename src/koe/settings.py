@@ -43,9 +43,10 @@ MIN_WORKERS = 2
 #: machine's figure is its cores times the audio made per CPU-second (koe.scheduler.capacity), ~4 audio-s/s
 #: on this 2-core machine; listeners need more than their real-time second each, since a turn's first
 #: segments are short and cost the most per second of audio, and segments of several listeners queue
-#: behind each other. On the capacity ladder two streamed answers at once (0.5 of the figure) played
-#: without a gap and three (0.75 of it) gapped (docs/benchmarks/capacity.json): 0.6 admits the second
-#: listener while the figure is above 3.3 and refuses the third while it is below 5.
+#: behind each other. On the capacity ladder two streamed answers at once (0.5 of the figure) play without
+#: a gap (docs/benchmarks/capacity.json), and three (0.75 of it), let in, gapped (docs/benchmarks.md,
+#: "Capacity"): 0.6 admits the second listener while the figure is above 3.3 and refuses the third while it
+#: is below 5.
 DEFAULT_CAPACITY_SHARE = 0.6
 #: The lines around the generated table in docs/operations.md (:func:`with_reference`).
 REFERENCE_START = "<!-- settings reference: generated from src/koe/settings.py by `koe settings --update` -->"

@@ -8,10 +8,11 @@ so it takes the share of the machine a listener does for as long as its audio is
 
 What the machine gives is priced in CPU: the audio-seconds this process makes per CPU-second it spends
 (:class:`AudioPerCpu`), times the cores its calls can use (``cores``: the usable cores, or the workers ×
-threads where those are fewer). That figure hardly moves with the number of listeners (2.0–2.2 audio-s per
-CPU-s from one listener to four on the 2-core machine, docs/benchmarks/capacity.json), where a call's wall
-speed does: a lone call has both cores, two calls at once each half. A figure of wall speed learned alone
-overstates what the machine gives by about that factor, and one learned under load understates it.
+threads where those are fewer). That figure hardly moves with the number of listeners (2.3, 2.0 and 2.0
+audio-s per CPU-s for one, two and three on the 2-core machine, docs/benchmarks/capacity.json), where a
+call's wall speed does: a lone call has both cores, two calls at once each half. A figure of wall speed
+learned alone overstates what the machine gives by about that factor, and one learned under load
+understates it.
 
 A newcomer is refused (``over_capacity``, routed as ``queue_saturated`` is) when the listeners then being
 spoken to would need more than ``share`` of what the machine gives. Never refused: the first listener
