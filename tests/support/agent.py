@@ -12,6 +12,7 @@ from koe.agent.inprocess import InProcessSpeaker
 from koe.agent.pipeline import AgentOptions, AgentSession, SpeakerOpener
 from koe.agent.replay import ReplayPace, ReplaySource, tokenize
 from koe.pipeline.synthesizer import Synthesizer
+from koe.scheduler.capacity import Capacity
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import Scheduler
 from support.fake import FakeEngine, fake_speech
@@ -96,8 +97,10 @@ class Loaded:
 
     ready = True
 
-    def __init__(self, synthesizer: Synthesizer) -> None:
+    def __init__(self, synthesizer: Synthesizer, capacity: Capacity | None = None) -> None:
         self._synthesizer = synthesizer
+        #: no admission by the machine's speed unless given one (the server's tests it)
+        self.capacity = capacity or Capacity(2, 0.0, lambda: 1.0)
 
     def synthesizer(self) -> Synthesizer:
         return self._synthesizer

@@ -13,7 +13,7 @@ it is decoded, so the agent and ``/v1/stream`` reach first speech alike for the 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from typing import Protocol
 
 from koe.agent.base import SegmentPieces, Spoken
@@ -28,12 +28,16 @@ from koe.pipeline.speaker import (
     SpeechEvent,
 )
 from koe.pipeline.synthesizer import Synthesizer
+from koe.scheduler.capacity import Capacity
 from koe.types import SAMPLE_RATE
 
 
 class SynthesizerSource(Protocol):
     """Where the process's model is (the server's runtime): ready or not, loaded once it is, and its
     admission control, which the agent's sessions and requests pass like the server's own."""
+
+    #: the listeners being spoken to against what the machine makes: an agent session is one of them
+    capacity: Capacity
 
     @property
     def ready(self) -> bool: ...
@@ -53,8 +57,9 @@ class InProcessTurn:
 
     reconnected: str | None = None  # no connection to lose
 
-    def __init__(self, speaker: Speaker) -> None:
+    def __init__(self, speaker: Speaker, held: ExitStack) -> None:
         self._speaker = speaker
+        self._held = held  # its session's seat, counted as speaking until the turn is closed
         self._events: AsyncIterator[SpeechEvent] = speaker.events()
         self._segment: SegmentPieces | None = None  # the segment whose pieces are coming
 
@@ -81,25 +86,31 @@ class InProcessTurn:
 
     async def aclose(self) -> None:
         self._speaker.stream.close()
+        self._held.close()
 
 
 class InProcessSession:
-    """One listener: its account of audio spans its turns, as a WebSocket session's does."""
+    """One listener: its account of audio spans its turns, as a WebSocket session's does, and so does its
+    seat in the account of listeners (checked at its first turn, counted while a turn is open)."""
 
     def __init__(self, source: SynthesizerSource) -> None:
         self._source = source
         self._listener = Listener()
+        self._seat = source.capacity.seat()
 
     async def turn(self, voice: str, speed: float, lang: str | None = None) -> InProcessTurn:
         """Raises ``ConfigError`` for a bad voice, speed or language, ``OverloadedError`` when refused."""
         synthesizer = self._source.synthesizer()
         stream = synthesizer.stream(synthesizer.voice(voice, speed, lang), self._listener)
+        held = ExitStack()
         try:
+            held.enter_context(self._seat.speaking())
             stream.start()
         except OverloadedError:
             stream.close()
+            held.close()
             raise
-        return InProcessTurn(synthesizer.speaker(stream, "agent"))
+        return InProcessTurn(synthesizer.speaker(stream, "agent"), held)
 
     async def aclose(self) -> None:
         """Nothing to release: turns close their own jobs."""
