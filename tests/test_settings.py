@@ -74,6 +74,9 @@ def test_every_limit_is_finite() -> None:
         ({"KOE_FLOAT_VOCODER": "maybe"}, "KOE_FLOAT_VOCODER: expected bool, got 'maybe'"),
         ({"KOE_TORCH_BUCKETS": "maybe"}, "KOE_TORCH_BUCKETS: expected bool or empty, got 'maybe'"),
         ({"KOE_TORCH_DTYPE": "half"}, "KOE_TORCH_DTYPE: expected one of float32, float16, bfloat16"),
+        ({"KOE_CAPACITY_SHARE": "1.5"}, "KOE_CAPACITY_SHARE: expected float in [0, 1], got '1.5'"),
+        ({"KOE_CAPACITY_SHARE": "nan"}, "KOE_CAPACITY_SHARE: expected float in [0, 1], got 'nan'"),
+        ({"KOE_CAPACITY_SHARE": "half"}, "KOE_CAPACITY_SHARE: expected float in [0, 1], got 'half'"),
     ],
 )
 def test_bad_values_fail_at_start_naming_the_setting(environ: dict[str, str], says: str) -> None:

@@ -132,6 +132,10 @@ def test_listeners_past_the_share_of_the_machines_speed_are_refused_with_a_retry
                 )
                 assert (response.status_code, response.json()["error"]) == (503, "over_capacity")
                 assert int(response.headers["retry-after"]) >= 1
+                bad = await asyncio.to_thread(  # a bad request is told what is wrong with it, not "busy"
+                    httpx.post, live.http_url + "/invocations", json={"text": TEXT, "voice": "zz_nobody"}
+                )
+                assert bad.status_code == 400
                 # the admitted sessions go on: more text for the open turn, then a next turn, none refused
                 await speak(first, " And more.")
                 await send(first, {"type": "flush"})
@@ -145,7 +149,7 @@ def test_listeners_past_the_share_of_the_machines_speed_are_refused_with_a_retry
 
         run(main)
         wait_speaking(live, 0)
-        assert live.call(lambda: live.runtime.capacity.refused) == 2
+        assert live.call(lambda: live.runtime.capacity.refused) == 2  # the bad request was not counted
 
 
 def test_when_a_listener_is_done_the_next_is_admitted_while_the_other_still_speaks() -> None:

@@ -81,7 +81,7 @@ class _CapacityCollector(Collector):
         yield GaugeMetricFamily(
             "koe_listeners_speaking", "Sessions and requests whose audio is being made", value=stats.speaking
         )
-        if stats.supply is not None:  # absent until the cost model has measured this machine
+        if stats.supply is not None:  # absent until the meter's first window has closed
             yield GaugeMetricFamily(
                 "koe_capacity_audio_per_second",
                 "Audio-seconds per second the machine makes: its cores times the audio made per CPU-second",

@@ -62,11 +62,12 @@ async def respond(runtime: Runtime, request: SpeechRequest, received_at: float, 
     held = ExitStack()
     synthesizer = held.enter_context(runtime.admitted("http"))
     try:
-        held.enter_context(runtime.capacity.seat().speaking())  # a request is a listener of its own
         with field_named("voice"):
             voice = synthesizer.voice(request.voice, request.speed, request.lang, request.lexicon)
         # a 400 now rather than failed segments later; in a thread, as reading SSML costs time linear in it
         await asyncio.to_thread(check_text, request.text, voice.lang)
+        # a request is a listener of its own; a bad one gets its 400 whatever the load
+        held.enter_context(runtime.capacity.seat().speaking())
         stream = synthesizer.stream(voice, Listener(), complete=_is_whole(request))
         stream.add(request.text)
         stream.finish()
