@@ -1,7 +1,8 @@
 """A long decode leaves no memory behind: ONNX Runtime's CPU arena hands back what a run held once the run
 ends (koe.engine.onnx.sessions.releasing), so a process's RSS follows the segment in progress, not the
 longest one it ever decoded; and while it runs, a decode holds no more than its tensors in use
-(koe.engine.onnx.sessions.MEMORY_PATTERN)."""
+(koe.engine.onnx.sessions.MEMORY_PATTERN), each resblock normalizing its input itself
+(koe.engine.onnx.unshare)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,10 @@ _LONG = (
 #: What one decode may leave in RSS: its audio, Python's own allocations, allocator slack.
 _LEFT_MB = 80.0
 _PAGE = os.sysconf("SC_PAGE_SIZE")
-#: What a whole vocoder decode may hold at its peak per frame (25 ms) it decodes: 0.47 MB are its tensors in
-#: use; a run laid out by ONNX Runtime's memory pattern held 0.57 MB.
-_PEAK_MB_PER_FRAME = 0.52
+#: What a whole vocoder decode may hold at its peak per frame (25 ms) it decodes: 0.29-0.35 MB are its tensors
+#: in use with each resblock normalizing its input itself (koe.engine.onnx.unshare); 0.41 MB with the export's
+#: shared normalized tensor, 0.57 MB with a layout by ONNX Runtime's memory pattern (one-offs, 2026-12-07).
+_PEAK_MB_PER_FRAME = 0.39
 #: A fresh interpreter decodes one length twice (the second run is the one a memory pattern would lay out)
 #: and prints the frames and the second run's peak resident memory above what was resident before it, in MB.
 _DECODE_AGAIN = """

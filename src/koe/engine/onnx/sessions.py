@@ -70,6 +70,11 @@ RELEASING = releasing()
 #: the same audio bit for bit, the same CPU); and every shape seen is remembered with its pattern.
 MEMORY_PATTERN = False
 
+#: ONNX Runtime's graph optimizers every session runs without. Common-subexpression elimination finds nothing
+#: to merge in Kokoro's export as it is, and would merge back the norms that
+#: :func:`koe.engine.onnx.unshare.unshare_norms` copied to free memory.
+DISABLED_OPTIMIZERS = ["CommonSubexpressionElimination"]
+
 #: The session option by which a session allocates from the process's arena (:func:`shared_cpu_arena`).
 USE_SHARED_ARENA = "session.use_env_allocators"
 #: ONNX Runtime's ``kSameAsRequested``: the arena grows by what an allocation asks, not by regions that
@@ -114,7 +119,8 @@ class OptimizedSessions:
         self._kept_level = min(level, KEPT_LEVEL, key=int)
         #: what a session from the kept graph still applies: the levels above the kept one, if any
         self._above_kept = level != self._kept_level
-        self._runtime = f"{ort.__version__} {int(self._kept_level)} {platform.machine()}"
+        disabled = " ".join(DISABLED_OPTIMIZERS)
+        self._runtime = f"{ort.__version__} {int(self._kept_level)} {platform.machine()} without {disabled}"
 
     def __call__(self, graph: bytes, keep: bool = True) -> ort.InferenceSession:
         """The session of ``graph``, found by its bytes; without ``keep``, a graph that was not kept is
@@ -159,13 +165,19 @@ class OptimizedSessions:
             options.add_session_config_entry(USE_SHARED_ARENA, "1")
         return options
 
+    def _built(self, graph: bytes | str, options: ort.SessionOptions) -> ort.InferenceSession:
+        """The session of ``graph`` (its bytes or its path), without :data:`DISABLED_OPTIMIZERS`."""
+        return ort.InferenceSession(
+            graph, options, providers=self.providers, disabled_optimizers=DISABLED_OPTIMIZERS
+        )
+
     def _optimized_now(self, graph: bytes) -> ort.InferenceSession:
         """A session of ``graph`` optimized in memory, nothing kept."""
-        return ort.InferenceSession(graph, self._options(self._level), providers=self.providers)
+        return self._built(graph, self._options(self._level))
 
     def _from_kept(self, path: Path) -> ort.InferenceSession:
         level = self._level if self._above_kept else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        return ort.InferenceSession(str(path), self._options(level), providers=self.providers)
+        return self._built(str(path), self._options(level))
 
     def _optimize(self, data: bytes, path: Path) -> ort.InferenceSession:
         """A session optimized now, its graph written beside for the next start (a cache that cannot be
@@ -180,7 +192,7 @@ class OptimizedSessions:
         options = self._options(self._kept_level)
         options.optimized_model_filepath = str(partial)
         try:
-            session = ort.InferenceSession(data, options, providers=self.providers)
+            session = self._built(data, options)
         except Exception:  # the graph may not be writable (disk full...): a session is what counts
             partial.unlink(missing_ok=True)
             return self._optimized_now(data)
