@@ -21,7 +21,7 @@ from koe.pipeline.synthesizer import Synthesizer
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import Scheduler
 from support.fake import FakeEngine, FakeG2P, fake_voices
-from support.streaming import WAIT_S
+from support.streaming import every_part
 
 TEXT = "The first sentence of the answer is spoken while the next one is read. Then the second follows."
 #: Long enough for a thread hand-off on a loaded machine; reached only when G2P and calls are serialized.
@@ -103,15 +103,10 @@ def _spoken(workers: int, wait_s: float) -> tuple[_HeldEngine, _SlowG2P, list[Pa
         for word in TEXT.split(" "):
             stream.add(word + " ")
         stream.finish()
-        parts: list[Part] = []
         try:
-            async with asyncio.timeout(WAIT_S):
-                while (part := await stream.next()) is not None:
-                    parts.append(part)
+            return await every_part(stream)
         finally:
-            stream.close()
             await synthesizer.scheduler.aclose(5.0)
-        return parts
 
     return engine, g2p, asyncio.run(main())
 

@@ -25,6 +25,7 @@ from koe.text.segment import SegmenterOptions
 from koe.types import SAMPLE_RATE
 from long_numbers import FREED_WITHIN_S, LONG_NUMBER, voice_of
 from support.fake import FakeEngine, FakeG2P, fake_voices
+from support.streaming import every_part
 
 #: Mandarin's digits and 点 are a syllable each; no syllable is said in less than this.
 SHORTEST_SYLLABLE_S = 0.1
@@ -126,16 +127,11 @@ def test_a_short_first_segment_is_not_joined_past_the_segment_limit_by_a_number_
         stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener())
         stream.add(LONG_NUMBER)
         stream.finish()
-        texts = []
         try:
-            async with asyncio.timeout(_WAIT_S):
-                while (part := await stream.next()) is not None:
-                    if part.first:
-                        texts.append(part.segment.text)
+            parts = await every_part(stream, _WAIT_S)
         finally:
-            stream.close()
             await synthesizer.scheduler.aclose(5.0)
-        return texts
+        return [part.segment.text for part in parts if part.first]
 
     texts = asyncio.run(main())
     assert max(len(text) for text in texts) <= SegmenterOptions().max_chars

@@ -20,7 +20,7 @@ from koe.pipeline.synthesizer import Synthesizer
 from koe.scheduler.cost import SegmentCost
 from koe.scheduler.queue import Scheduler
 from support.fake import FakeEngine, FakeG2P, fake_voices
-from support.streaming import first_part_streamed
+from support.streaming import every_part, first_part_streamed
 
 OPENER = "Sure, I can help with that."
 _WAIT_S = 30.0
@@ -68,14 +68,7 @@ async def _speak(synthesizer: Synthesizer, text: str, *, windowed: bool = False)
     stream = synthesizer.stream(synthesizer.voice("af_heart"), Listener(), complete=not windowed)
     stream.add(text)
     stream.finish()
-    parts = []
-    try:
-        async with asyncio.timeout(_WAIT_S):
-            while (part := await stream.next()) is not None:
-                parts.append(part)
-    finally:
-        stream.close()
-    return parts
+    return await every_part(stream, _WAIT_S)
 
 
 def _run(synthesizer: Synthesizer, main):  # type: ignore[no-untyped-def]

@@ -21,3 +21,15 @@ async def first_part_streamed(stream: SegmentStream, text: str) -> Part | None:
             return await stream.next()
     finally:
         stream.close()
+
+
+async def every_part(stream: SegmentStream, wait_s: float = WAIT_S) -> list[Part]:
+    """Every part ``stream`` hands out until its turn ends (within ``wait_s``); the stream is closed after."""
+    parts: list[Part] = []
+    try:
+        async with asyncio.timeout(wait_s):
+            while (part := await stream.next()) is not None:
+                parts.append(part)
+    finally:
+        stream.close()
+    return parts
