@@ -228,13 +228,13 @@ def dequantized(model: bytes, model_sha256: str, directory: Path) -> Dequantized
     try:
         proto = onnx.load_from_string(model)
         count = dequantize_vocoder(proto)
-        unshare_norms(proto.graph)
     except Exception as exc:  # onnx's parser raises assorted errors, the rewrite ValueError
         logger.warning("the vocoder's convolutions stay int8: %s", exc)
         return None
     if count == 0:
         logger.info("the vocoder has no quantized convolutions: the model runs as it is")
         return None
+    unshare_norms(proto.graph)
     rewritten: bytes = proto.SerializeToString()
     logger.info("dequantized the vocoder's %d convolutions", count)
     _keep(rewritten, path)
