@@ -339,6 +339,21 @@ def ladder_settings() -> Settings:
     return replace(bench_settings(), capacity_share=Settings.from_env(port=0).capacity_share)
 
 
+def server_fields(settings: Settings) -> dict[str, Any]:
+    """What the ladder's figures depend on in its server's settings (``KOE_*`` variables may change them):
+    its layout, admission, and how its segments are decoded, which sets the peak memory."""
+    layout = settings.layout
+    return {
+        "workers": layout.workers,
+        "threads_per_worker": layout.threads,
+        "capacity_share": settings.capacity_share,
+        "windowed": settings.windowed,
+        "windowed_first": settings.windowed_first,
+        "whole_decode_max_s": settings.whole_decode_max_s,
+        "float_vocoder": settings.float_vocoder,
+    }
+
+
 def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     """``koe bench --only capacity``: the ladder alone, on one koe server in this process (segment cache
     off, as in the full run), the report."""
@@ -347,7 +362,12 @@ def run_alone(config: BenchConfig, command: str) -> dict[str, Any]:
     report = report_head(
         SCHEMA,
         command,
-        {"voice": config.voice, **pace_fields(config.pace), "answer": config.answer},
+        {
+            "voice": config.voice,
+            **pace_fields(config.pace),
+            "answer": config.answer,
+            "server": server_fields(settings),
+        },
     )
     speech = Speech.load(SpeechOptions.from_settings(settings, warmup=True))
     with in_process_server(settings, speech) as url:

@@ -160,3 +160,13 @@ def test_busy_neighbours_run_through_the_whole_ladder_and_are_gone_after_it(
     assert not any(Path(f"/proc/{pid}").exists() for pid in during)  # stopped and reaped
     assert result["hog"] == 2
     assert report.capacity_section(result).title.endswith("2 busy neighbour processes)")
+
+
+def test_the_report_names_how_its_server_decodes_as_the_environment_set_it() -> None:
+    """The ladder's peak memory depends on how segments are decoded, which ``KOE_*`` variables change: the
+    report says what its server ran with."""
+    bounded = capacity.server_fields(Settings.from_env({"KOE_WHOLE_DECODE_MAX_S": "2"}, port=0))
+    default = capacity.server_fields(Settings.from_env({}, port=0))
+    assert (bounded["whole_decode_max_s"], default["whole_decode_max_s"]) == (2.0, None)
+    assert default["windowed_first"] and not default["windowed"]
+    assert default["workers"] >= 2
