@@ -193,8 +193,8 @@ class Settings(Group):
         gt=0,
         description="a segment not windowed and longer than this much audio is decoded in windows of at "
         "most this length within one step, with estimated statistics (the windowed decoder's audio), so "
-        "that one vocoder run holds at most ~0.6 MB per 25 ms of it; `2` keeps two listeners' peak memory "
-        "within ~1.25× of ready; empty: every segment is the single graph's decode "
+        "that one vocoder run holds at most ~0.4 MB per 25 ms of it; `2` keeps two listeners' peak memory "
+        "within 1.15× of ready; empty: every segment is the single graph's decode "
         "([operations.md](operations.md#memory))",
     )
     float_vocoder: bool = Field(

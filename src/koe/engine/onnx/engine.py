@@ -60,7 +60,7 @@ class OnnxOptions:
     streaming: bool = True  # derive the stage cut: word timings and windowed decoding (docs/engine.md)
     spin: bool = True  # intra-op threads spin between operators (OptimizedSessions)
     #: A segment with more frames than this, not windowed, decodes in windows of at most this many within
-    #: one step (estimated statistics), so that one vocoder run holds at most ~0.6 MB per frame of it;
+    #: one step (estimated statistics), so that one vocoder run holds at most ~0.4 MB per frame of it;
     #: None: every segment asked for whole is the single graph's decode (docs/operations.md, "Memory").
     whole_decode_max_frames: int | None = None
     #: On the CPU, the vocoder's convolutions run in float on weights dequantized at load: less CPU per
